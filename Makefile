@@ -1,0 +1,17 @@
+# The two commands of the README: `make demo` and `make test`. Both set up first (idempotent).
+PY := .venv/bin/python
+BACKENDS := jax tensorflow torch numpy
+
+.PHONY: setup demo test test-python test-r bench
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@$(PY) vignettes/log1pexp_demo.py
+
+# Each Keras backend runs in its own process (Keras fixes its backend per process).
+test: setup
+	@bash scripts/run_tests.sh
+
+bench: setup
+	@$(PY) bench/run.py

@@ -1,0 +1,16 @@
+"""customgrad: custom gradients that behave the same on every Keras 3 backend.
+
+    >>> import keras, customgrad
+    >>> @customgrad.custom_gradient
+    ... def log1pexp(x):
+    ...     e = keras.ops.exp(x)
+    ...     def grad(upstream):
+    ...         return upstream * (1.0 - 1.0 / (1.0 + e))
+    ...     return keras.ops.log(1.0 + e), grad
+"""
+
+from ._convention import CustomGradientError
+from ._core import custom_gradient
+
+__all__ = ["custom_gradient", "CustomGradientError"]
+__version__ = "0.1.0"

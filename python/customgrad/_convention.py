@@ -1,0 +1,166 @@
+"""The one grad-function convention, shared by every backend.
+
+How upstream gradients arrive:
+  * positionally, one argument per top-level output: for a tuple or list output, one upstream per
+    element (each in that element's nested structure), as tf.custom_gradient does; for any other
+    output (a tensor, a dict) a single upstream in the output's structure;
+  * as the keyword `upstream=`, if grad_fn declares `upstream` keyword-only (`def g(*args,
+    upstream)` or `def g(*args, upstream=None)`) or takes `**kwargs`: the upstream gradient in the
+    structure of the whole output (a tensor for a single output, a tuple for a tuple output).
+  * outputs the loss does not use arrive as zeros of their shape and dtype; non-float outputs
+    (integer, bool) arrive as None;
+  * `variables=`: the list of `keras.Variable`s the forward read, when it read any (TF1 style);
+    grad_fn then returns `(grad_xs, grad_vars)`.
+
+What grad_fn returns: gradients for the positional arguments, in their nested structure (a single
+value when f takes one argument, else a tuple or list with one entry per argument) or flattened (one
+per tensor leaf of the positional arguments). None means zero, for a leaf or a whole subtree.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from . import _tree
+
+
+class CustomGradientError(ValueError):
+    """A function given to `customgrad.custom_gradient` broke its contract."""
+
+
+def fn_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+@dataclass(frozen=True)
+class GradSignature:
+    upstream_keyword: bool
+    accepts_variables: bool
+
+
+_signature_cache: dict = {}
+
+
+def inspect_grad_fn(grad_fn) -> GradSignature:
+    """How to call `grad_fn`: whether it wants `upstream=` and accepts `variables=`.
+
+    >>> inspect_grad_fn(lambda *args, upstream=None: None)
+    GradSignature(upstream_keyword=True, accepts_variables=False)
+    """
+    code = getattr(grad_fn, "__code__", None)
+    key = (code, getattr(grad_fn, "__kwdefaults__", None) is None) if code is not None else None
+    if key is not None and key in _signature_cache:
+        return _signature_cache[key]
+    try:
+        params = inspect.signature(grad_fn).parameters
+    except (TypeError, ValueError):
+        # Builtins and some C callables have no signature: call them positionally.
+        return GradSignature(False, False)
+    kinds = {p.kind for p in params.values()}
+    var_keyword = inspect.Parameter.VAR_KEYWORD in kinds
+    upstream = params.get("upstream")
+    if upstream is not None:
+        upstream_keyword = upstream.kind == inspect.Parameter.KEYWORD_ONLY
+    else:
+        upstream_keyword = var_keyword
+    variables = params.get("variables")
+    accepts_variables = var_keyword or (
+        variables is not None and variables.kind != inspect.Parameter.POSITIONAL_ONLY
+    )
+    sig = GradSignature(upstream_keyword, accepts_variables)
+    if key is not None:
+        _signature_cache[key] = sig
+    return sig
+
+
+def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
+    """Calls the user's grad_fn with upstream gradients rebuilt into the output's structure."""
+    upstream = _tree.unflatten(output, upstream_leaves)
+    if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
+        positional = tuple(upstream)
+    else:
+        positional = (upstream,)
+    sig = inspect_grad_fn(grad_fn)
+    kwargs = {}
+    if sig.upstream_keyword:
+        kwargs["upstream"] = upstream
+    if variables:
+        if not sig.accepts_variables:
+            names = [getattr(v, "path", None) or getattr(v, "name", "?") for v in variables]
+            raise CustomGradientError(
+                f"customgrad.custom_gradient: `{fn_name(f)}` read the trainable variables "
+                f"{names}, so its grad_fn `{fn_name(grad_fn)}` must accept a `variables` keyword "
+                f"argument and return (grad_xs, grad_vars); received a grad_fn with signature "
+                f"{_signature_text(grad_fn)}. Without it these variables would get no gradient."
+            )
+        kwargs["variables"] = list(variables)
+    return grad_fn(*positional, **kwargs)
+
+
+def _signature_text(fn) -> str:
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(unknown)"
+
+
+def split_variable_grads(result, f, grad_fn, variables: list):
+    """Splits a TF1-style `(grad_xs, grad_vars)` result; returns (grad_xs, grad_vars or None)."""
+    if not variables:
+        return result, None
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise CustomGradientError(
+            f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` was "
+            f"given variables= and must return a pair (grad_xs, grad_vars); received "
+            f"{_tree.describe(result)}."
+        )
+    grad_xs, grad_vars = result
+    if grad_vars is None:
+        grad_vars = [None] * len(variables)
+    if not isinstance(grad_vars, (tuple, list)) or len(grad_vars) != len(variables):
+        raise CustomGradientError(
+            f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` must "
+            f"return one gradient per variable ({len(variables)}) in grad_vars; received "
+            f"{_tree.describe(grad_vars)}."
+        )
+    return grad_xs, list(grad_vars)
+
+
+def align_input_grads(grad_xs, args: tuple, is_tensor_leaf: list, f, grad_fn) -> list:
+    """Aligns what grad_fn returned with the leaves of the positional arguments.
+
+    Accepts the structure of the arguments (a single value for a one-argument f) or a flat
+    sequence with one entry per tensor leaf. Returns one entry (or None) per leaf of `args`.
+    """
+    n_tensors = sum(is_tensor_leaf)
+    attempts = []
+    if len(args) == 1:
+        attempts.append(lambda: _tree.match(grad_xs, args[0]))
+        if isinstance(grad_xs, (list, tuple)) and len(grad_xs) == 1:
+            attempts.append(lambda: _tree.match(grad_xs[0], args[0]))
+    attempts.append(lambda: _tree.match(grad_xs, tuple(args)))
+    if isinstance(grad_xs, (list, tuple)) and len(grad_xs) == n_tensors:
+        attempts.append(lambda: _scatter_flat(list(grad_xs), is_tensor_leaf))
+    if grad_xs is None:
+        return [None] * len(is_tensor_leaf)
+    first_error = None
+    for attempt in attempts:
+        try:
+            return attempt()
+        except _tree.StructureMismatch as e:
+            first_error = first_error or e
+    expected = (
+        f"one gradient per positional argument ({len(args)}: "
+        f"{', '.join(_tree.describe(a) for a in args)}) or a flat sequence of {n_tensors} "
+        f"(one per tensor leaf)"
+    )
+    raise CustomGradientError(
+        f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` must return "
+        f"{expected}; received {_tree.describe(grad_xs)} ({first_error})."
+    )
+
+
+def _scatter_flat(flat: list, is_tensor_leaf: list) -> list:
+    it = iter(flat)
+    return [next(it) if t else None for t in is_tensor_leaf]

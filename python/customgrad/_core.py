@@ -1,0 +1,190 @@
+"""`custom_gradient`: the backend-independent part.
+
+One call of a decorated function is an `Invocation`: it flattens the arguments, knows which leaves
+are tensors and which of those get gradients, runs `f` once, and turns what grad_fn returns into
+one checked gradient per tensor leaf. The backend modules (`customgrad.backends.<name>`) only wire
+an Invocation into their autodiff system.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import keras
+
+from . import _tree
+from ._convention import (
+    CustomGradientError,
+    align_input_grads,
+    call_grad_fn,
+    fn_name,
+    split_variable_grads,
+)
+
+_BACKENDS = ("jax", "tensorflow", "torch", "numpy")
+_backend_modules: dict = {}
+
+
+def backend_module(name: str | None = None):
+    """The customgrad module for the active Keras backend (looked up at call time)."""
+    name = name or keras.backend.backend()
+    module = _backend_modules.get(name)
+    if module is None:
+        if name not in _BACKENDS:
+            raise NotImplementedError(
+                f"customgrad: the Keras backend {name!r} is not supported; expected one of "
+                f"{list(_BACKENDS)}."
+            )
+        module = importlib.import_module(f"customgrad.backends.{name}")
+        _backend_modules[name] = module
+    return module
+
+
+class Invocation:
+    """One call of a custom-gradient function: its arguments, its forward, its backward."""
+
+    def __init__(self, f, args: tuple, kwargs: dict, backend):
+        self.f = f
+        self.args = args
+        self.backend = backend
+        self.leaves = _tree.flatten((args, kwargs))
+        self.structure = (args, kwargs)
+        n_arg_leaves = len(_tree.flatten(args))
+        self.tensor_index = []  # positions in `leaves` of tensors (and keras.Variables)
+        self.tensor_values = []  # those leaves as backend tensors
+        self.differentiable = []  # per tensor: gets a gradient (float, positional)
+        for i, leaf in enumerate(self.leaves):
+            value = backend.tensor_value(leaf)
+            if value is None:
+                continue
+            self.tensor_index.append(i)
+            self.tensor_values.append(value)
+            self.differentiable.append(i < n_arg_leaves and backend.is_float(value))
+        self._arg_is_tensor = [False] * n_arg_leaves
+        for i in self.tensor_index:
+            if i < n_arg_leaves:
+                self._arg_is_tensor[i] = True
+        self.output = None
+
+    # -- forward ---------------------------------------------------------------------------
+    def run_forward(self, tensor_values) -> tuple[list, object]:
+        """Calls f once with the tensor leaves replaced; returns (output leaves, grad_fn)."""
+        leaves = list(self.leaves)
+        for i, value in zip(self.tensor_index, tensor_values):
+            leaves[i] = value
+        args, kwargs = _tree.unflatten(self.structure, leaves)
+        result = self.f(*args, **kwargs)
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise CustomGradientError(
+                f"customgrad.custom_gradient: `{fn_name(self.f)}` must return a pair "
+                f"(output, grad_fn); received {_tree.describe(result)}."
+            )
+        output, grad_fn = result
+        if not callable(grad_fn):
+            raise CustomGradientError(
+                f"customgrad.custom_gradient: the second element returned by "
+                f"`{fn_name(self.f)}` must be a callable grad_fn; received "
+                f"{_tree.describe(grad_fn)}."
+            )
+        self.output = output
+        return _tree.flatten(output), grad_fn
+
+    def rebuild_output(self, output_leaves: list):
+        return _tree.unflatten(self.output, list(output_leaves))
+
+    # -- backward --------------------------------------------------------------------------
+    def run_backward(self, grad_fn, output_leaves, cotangents, variables=(), variable_values=()):
+        """Calls grad_fn and checks its result.
+
+        Args:
+            output_leaves: the forward's output leaves (for zeros and structure).
+            cotangents: one upstream gradient (or None) per output leaf.
+            variables: keras.Variables the forward read; variable_values: their values.
+
+        Returns:
+            (one gradient or None per tensor leaf, one gradient or None per variable), each
+            gradient with its input's shape and dtype.
+        """
+        B = self.backend
+        upstream = []
+        for out, ct in zip(output_leaves, cotangents):
+            if not (B.is_tensor(out) and B.is_float(out)):
+                upstream.append(None)
+            elif ct is None:
+                upstream.append(B.zeros_like(out))
+            else:
+                upstream.append(ct)
+        result = call_grad_fn(grad_fn, self.f, self.output, upstream, list(variables))
+        grad_xs, grad_vars = split_variable_grads(result, self.f, grad_fn, list(variables))
+        per_arg_leaf = align_input_grads(grad_xs, self.args, self._arg_is_tensor, self.f, grad_fn)
+        paths = None
+        input_grads = []
+        for k, (i, value, diff) in enumerate(
+            zip(self.tensor_index, self.tensor_values, self.differentiable)
+        ):
+            g = per_arg_leaf[i] if i < len(per_arg_leaf) else None
+            if g is None or not diff:
+                input_grads.append(None)
+                continue
+            if paths is None:
+                paths = _tree.leaf_paths(self.args, "args")
+            input_grads.append(self._checked(g, value, paths[i], grad_fn))
+        var_grads = []
+        if grad_vars is not None:
+            for var, value, g in zip(variables, variable_values, grad_vars):
+                where = f"the variable {getattr(var, 'path', None) or getattr(var, 'name', '?')}"
+                var_grads.append(None if g is None else self._checked(g, value, where, grad_fn))
+        return input_grads, var_grads
+
+    def _checked(self, grad, ref, where: str, grad_fn):
+        B = self.backend
+        grad = B.convert(grad, ref)
+        g_shape, r_shape = B.static_shape(grad), B.static_shape(ref)
+        if len(g_shape) != len(r_shape) or any(
+            a is not None and b is not None and a != b for a, b in zip(g_shape, r_shape)
+        ):
+            raise CustomGradientError(
+                f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}` "
+                f"returned a gradient of shape {tuple(g_shape)} for {where}, which has shape "
+                f"{tuple(r_shape)}; gradients must have their input's shape (customgrad never "
+                f"broadcasts or sums them for you)."
+            )
+        return B.cast_like(grad, ref)
+
+
+def custom_gradient(f):
+    """Decorates `f` so that its gradient is the one `f` defines, on every Keras backend.
+
+    `f(*args, **kwargs)` returns `(output, grad_fn)`; the decorated function returns `output`,
+    and autodiff (jax.grad, tf.GradientTape, torch.autograd, `model.fit`, ...) uses `grad_fn`.
+    grad_fn receives the upstream gradients positionally, one per top-level output, and also as
+    `upstream=` if it declares that keyword; it returns one gradient per positional argument
+    (nested like the argument, or flattened), None meaning zero. Keyword arguments of `f` are
+    constants: they are passed through and get no gradient. If `f` reads trainable
+    `keras.Variable`s, grad_fn must accept `variables=` and return `(grad_xs, grad_vars)`.
+
+    Example:
+        >>> import keras, customgrad
+        >>> @customgrad.custom_gradient
+        ... def log1pexp(x):
+        ...     e = keras.ops.exp(x)
+        ...     def grad(upstream):
+        ...         return upstream * (1.0 - 1.0 / (1.0 + e))
+        ...     return keras.ops.log(1.0 + e), grad
+        >>> float(customgrad.grad(log1pexp)(keras.ops.convert_to_tensor(100.0)))
+        1.0
+    """
+    if not callable(f):
+        raise TypeError(
+            f"customgrad.custom_gradient: expected a callable f(*args) returning "
+            f"(output, grad_fn); received {_tree.describe(f)}."
+        )
+
+    @functools.wraps(f)
+    def decorated(*args, **kwargs):
+        backend = backend_module()
+        return backend.call(Invocation(f, args, kwargs, backend))
+
+    decorated.__customgrad_forward__ = f
+    return decorated

@@ -1,0 +1,91 @@
+"""Which Keras variables a forward function reads.
+
+tf.custom_gradient finds the variables a function reads through TensorFlow's tape; JAX and PyTorch
+have no such hook, and Keras's own custom_gradient silently drops their gradients there. Every read
+of a `keras.Variable` (`layer.kernel` used in an op, `variable.value`) goes through
+`Variable._maybe_autocast`, on every backend, so one small wrapper around that method records the
+reads, and can hand back a substitute value (JAX needs the variable as an explicit input).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+_local = threading.local()
+_installed = False
+_install_lock = threading.Lock()
+
+
+class Recorder:
+    """Records the trainable floating-point variables read while it is active.
+
+    `substitutes` maps `id(variable)` to the value a read should return instead.
+    Recorders nest: a read inside an inner custom-gradient call is also a read of the outer one.
+    """
+
+    def __init__(self, parent: "Recorder | None", substitutes: dict | None = None):
+        self.parent = parent
+        self.substitutes = substitutes or {}
+        self.variables: list = []
+        self.raw_values: list = []
+        self._seen: set[int] = set()
+
+    def read(self, variable, value):
+        if self.parent is not None:
+            value = self.parent.read(variable, value)
+        key = id(variable)
+        value = self.substitutes.get(key, value)
+        if key not in self._seen and variable.trainable and _is_floating(variable.dtype):
+            self._seen.add(key)
+            self.variables.append(variable)
+            self.raw_values.append(value)
+        return value
+
+
+def _is_floating(dtype) -> bool:
+    return "float" in str(dtype)
+
+
+def _install() -> None:
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        from keras.src.backend.common.variables import Variable
+
+        original = Variable._maybe_autocast
+
+        def _maybe_autocast(self, value):
+            recorder = getattr(_local, "recorder", None)
+            if recorder is not None:
+                value = recorder.read(self, value)
+            return original(self, value)
+
+        Variable._maybe_autocast = _maybe_autocast
+        _installed = True
+
+
+@contextmanager
+def recording(substitutes: dict | None = None):
+    """Records variable reads inside the block.
+
+    >>> import keras
+    >>> v = keras.Variable(1.0)
+    >>> with recording() as rec:
+    ...     _ = keras.ops.add(v, 1.0)
+    >>> rec.variables == [v]
+    True
+    """
+    _install()
+    parent = getattr(_local, "recorder", None)
+    recorder = Recorder(parent, substitutes)
+    _local.recorder = recorder
+    try:
+        yield recorder
+    finally:
+        _local.recorder = parent
+
+
+def current_recorder() -> Recorder | None:
+    return getattr(_local, "recorder", None)

@@ -1,0 +1,135 @@
+"""JAX: built on jax.custom_vjp over the flat array leaves.
+
+As in jax.custom_gradient, grad_fn is traced into a jaxpr inside the forward rule so that the
+tensors it closes over become explicit residuals (that is what makes jit, vmap and grad-of-grad
+work). Keras variables are inputs too: inside a stateless scope (model.fit, stateless_call) their
+values are tracers, so every trainable variable of the scope is passed to custom_vjp explicitly and
+reads inside f are routed to those inputs.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
+
+from .._variables import recording
+
+
+def tensor_value(leaf):
+    if isinstance(leaf, jax.Array):
+        return leaf
+    if isinstance(leaf, keras.Variable):
+        return jnp.asarray(leaf.value)
+    return None
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, jax.Array)
+
+
+def is_float(x) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def zeros_like(x):
+    return jnp.zeros(x.shape, x.dtype)
+
+
+def convert(grad, like):
+    if isinstance(grad, keras.Variable):
+        grad = grad.value
+    return jnp.asarray(grad)
+
+
+def static_shape(x) -> tuple:
+    return tuple(x.shape)
+
+
+def cast_like(grad, like):
+    if grad.dtype != like.dtype:
+        grad = grad.astype(like.dtype)
+    return grad
+
+
+@jax.tree_util.register_pytree_node_class
+class _Residuals:
+    """grad_fn as a closed jaxpr (static) plus the tensors it closes over (children)."""
+
+    def __init__(self, rule, consts, float_outputs):
+        self.rule, self.consts, self.float_outputs = rule, consts, float_outputs
+
+    def tree_flatten(self):
+        return tuple(self.consts), (self.rule, self.float_outputs)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(aux[0], list(children), aux[1])
+
+
+def _scope_variables() -> list:
+    """(id, value) of the traced floating-point variable values of the active stateless scope."""
+    if not in_stateless_scope():
+        return []
+    mapping = get_stateless_scope().state_mapping
+    return [
+        (key, value)
+        for key, value in mapping.items()
+        if isinstance(value, jax.core.Tracer) and is_float(value)
+    ]
+
+
+def call(inv):
+    candidates = _scope_variables()
+    n_inputs = len(inv.tensor_values)
+    candidate_ids = [key for key, _ in candidates]
+    primals = list(inv.tensor_values) + [value for _, value in candidates]
+    if not primals:
+        inv.run_forward([])
+        return inv.output
+
+    def forward(*primals):
+        with recording(dict(zip(candidate_ids, primals[n_inputs:]))) as rec:
+            out_leaves, grad_fn = inv.run_forward(primals[:n_inputs])
+        return [jnp.asarray(o) for o in out_leaves], grad_fn, rec
+
+    def primal(*primals):
+        return forward(*primals)[0]
+
+    def fwd(*primals):
+        out_leaves, grad_fn, rec = forward(*primals)
+        variables, var_values = rec.variables, rec.raw_values
+        float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
+
+        def rule(*cotangents):
+            full = [None] * len(out_leaves)
+            for j, ct in zip(float_outputs, cotangents):
+                full[j] = ct
+            input_grads, var_grads = inv.run_backward(
+                grad_fn, out_leaves, full, variables, var_values
+            )
+            by_id = {id(v): g for v, g in zip(var_values, var_grads)}
+            grads = list(input_grads) + [by_id.get(id(v)) for v in primals[n_inputs:]]
+            return [
+                zeros_like(p) if g is None else g
+                for g, p in zip(grads, primals)
+                if is_float(p)
+            ]
+
+        examples = [jax.ShapeDtypeStruct(out_leaves[j].shape, out_leaves[j].dtype)
+                    for j in float_outputs]
+        closed_rule, consts = jax.closure_convert(rule, *examples)
+        return out_leaves, _Residuals(closed_rule, consts, float_outputs)
+
+    def bwd(res, cotangents):
+        grads = iter(res.rule(*[cotangents[j] for j in res.float_outputs], *res.consts))
+        return tuple(
+            next(grads) if is_float(p) else np.zeros(p.shape, dtype=jax.dtypes.float0)
+            for p in primals
+        )
+
+    f = jax.custom_vjp(primal)
+    f.defvjp(fwd, bwd)
+    return inv.rebuild_output(f(*primals))

@@ -1,0 +1,82 @@
+"""TensorFlow: built on tf.custom_gradient over the flat tensor leaves.
+
+tf.custom_gradient already handles eager mode, tf.function (also with jit_compile=True), nested
+tapes and the variables a function reads; customgrad adds the calling convention, the structures
+and the checks.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from .._variables import recording
+
+
+def tensor_value(leaf):
+    if isinstance(leaf, keras.Variable):
+        return tf.convert_to_tensor(leaf.value)
+    if isinstance(leaf, tf.Variable):
+        return tf.convert_to_tensor(leaf)
+    if tf.is_tensor(leaf):
+        return leaf
+    return None
+
+
+def is_tensor(x) -> bool:
+    return tf.is_tensor(x)
+
+
+def is_float(x) -> bool:
+    return x.dtype.is_floating or x.dtype.is_complex
+
+
+def zeros_like(x):
+    return tf.zeros_like(x)
+
+
+def convert(grad, like):
+    if isinstance(grad, keras.Variable):
+        grad = grad.value
+    if tf.is_tensor(grad):
+        return grad
+    return tf.convert_to_tensor(grad, dtype=like.dtype)
+
+
+def static_shape(x) -> tuple:
+    shape = x.shape
+    return tuple(shape) if shape.rank is not None else ()
+
+
+def cast_like(grad, like):
+    if grad.dtype != like.dtype:
+        grad = tf.cast(grad, like.dtype)
+    return grad
+
+
+def call(inv):
+    if not inv.tensor_values:
+        inv.run_forward([])
+        return inv.output
+
+    @tf.custom_gradient
+    def forward(*tensors):
+        with recording() as rec:
+            out_leaves, grad_fn = inv.run_forward(tensors)
+        out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
+        variables, var_values = rec.variables, rec.raw_values
+
+        def backward(cotangents):
+            return inv.run_backward(grad_fn, out_leaves, cotangents, variables, var_values)
+
+        if not variables:
+            return out_leaves, lambda *cts: backward(cts)[0]
+
+        def grad_with_variables(*cts, variables=None):
+            input_grads, var_grads = backward(cts)
+            by_id = {id(v): g for v, g in zip(var_values, var_grads)}
+            return input_grads, [by_id.get(id(v)) for v in variables or ()]
+
+        return out_leaves, grad_with_variables
+
+    return inv.rebuild_output(forward(*inv.tensor_values))

@@ -1,0 +1,116 @@
+"""PyTorch: f runs once with autograd on; its outputs are detached and re-attached to the inputs
+through `_Link`, an autograd.Function whose backward is grad_fn.
+
+Running f with autograd on (rather than inside autograd.Function.forward, which runs under
+no_grad) keeps the tensors grad_fn closes over connected to the inputs, so double backward
+(`create_graph=True`) differentiates grad_fn itself. Detaching the outputs drops every part of the
+forward graph that grad_fn does not use.
+"""
+
+from __future__ import annotations
+
+import keras
+import torch
+
+from .._variables import recording
+
+
+def tensor_value(leaf):
+    if isinstance(leaf, torch.Tensor):
+        return leaf
+    if isinstance(leaf, keras.Variable):
+        return leaf.value
+    return None
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def is_float(x) -> bool:
+    return x.is_floating_point() or x.is_complex()
+
+
+def zeros_like(x):
+    return torch.zeros_like(x)
+
+
+def convert(grad, like):
+    if isinstance(grad, keras.Variable):
+        grad = grad.value
+    if isinstance(grad, torch.Tensor):
+        return grad
+    return torch.as_tensor(grad, dtype=like.dtype, device=like.device)
+
+
+def static_shape(x) -> tuple:
+    return tuple(x.shape)
+
+
+def cast_like(grad, like):
+    if grad.dtype != like.dtype:
+        grad = grad.to(like.dtype)
+    return grad
+
+
+class _Link(torch.autograd.Function):
+    """Identity on the (detached) outputs; backward calls grad_fn for the linked inputs."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(backward_fn, n_outputs, *tensors):
+        return tuple(t.view_as(t) for t in tensors[:n_outputs])
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.backward_fn, ctx.n_outputs = inputs[0], inputs[1]
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        grads = ctx.backward_fn(list(cotangents))
+        return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
+
+
+def _requires_grad(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.requires_grad
+
+
+def call(inv):
+    with recording() as rec:
+        out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
+    if not torch.is_grad_enabled():
+        return inv.output
+    inputs = [
+        k for k, (t, diff) in enumerate(zip(inv.tensor_values, inv.differentiable))
+        if diff and _requires_grad(t)
+    ]
+    variables, var_values = rec.variables, rec.raw_values
+    linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)]
+    if not inputs and not linked_vars:
+        return inv.output
+    linked_outputs = [
+        j for j, o in enumerate(out_leaves) if isinstance(o, torch.Tensor) and is_float(o)
+    ]
+    detached = [o.detach() if isinstance(o, torch.Tensor) else o for o in out_leaves]
+    inv.output = inv.rebuild_output(detached)  # drop the forward graph grad_fn does not use
+
+    def backward(cotangents):
+        full = [None] * len(detached)
+        for j, ct in zip(linked_outputs, cotangents):
+            full[j] = ct
+        input_grads, var_grads = inv.run_backward(grad_fn, detached, full, variables, var_values)
+        var_grads = var_grads or [None] * len(variables)
+        return [input_grads[k] for k in inputs] + [var_grads[i] for i in linked_vars]
+
+    linked = _Link.apply(
+        backward,
+        len(linked_outputs),
+        *[detached[j] for j in linked_outputs],
+        *[inv.tensor_values[k] for k in inputs],
+        *[var_values[i] for i in linked_vars],
+    )
+    result = list(detached)
+    for j, t in zip(linked_outputs, linked):
+        result[j] = t
+    return inv.rebuild_output(result)

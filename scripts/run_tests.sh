@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every test: the Python suite once per Keras backend (each in its own process), then the
+# suites that drive other processes (R via Rscript, the vignettes). Prints one total line at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+out=$(mktemp -d)
+status=0
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
+
+for backend in jax tensorflow torch numpy; do
+  echo "=== pytest tests/python with KERAS_BACKEND=$backend ==="
+  KERAS_BACKEND=$backend $PY -m pytest -q -p no:cacheprovider tests/python \
+    --junitxml="$out/python-$backend.xml" -o junit_suite_name="python-$backend" || status=1
+done
+
+if [ -d tests/integration ]; then
+  echo "=== pytest tests/integration (R package, vignettes) ==="
+  $PY -m pytest -q -p no:cacheprovider tests/integration --junitxml="$out/integration.xml" || status=1
+fi
+
+$PY scripts/summarize_junit.py "$out"/*.xml || status=1
+exit $status
