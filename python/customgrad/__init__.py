@@ -10,7 +10,8 @@
 """
 
 from ._convention import CustomGradientError
+from ._autodiff import grad, value_and_grad, vjp
 from ._core import custom_gradient
 
-__all__ = ["custom_gradient", "CustomGradientError"]
+__all__ = ["custom_gradient", "CustomGradientError", "grad", "value_and_grad", "vjp"]
 __version__ = "0.1.0"

@@ -133,3 +133,22 @@ def call(inv):
     f = jax.custom_vjp(primal)
     f.defvjp(fwd, bwd)
     return inv.rebuild_output(f(*primals))
+
+
+def ones_like(x):
+    return jnp.ones(x.shape, x.dtype)
+
+
+def vjp_flat(fn, values):
+    """Runs fn(*values) -> output leaves; returns (outputs, back(cotangent leaves) -> grads)."""
+    outputs, back = jax.vjp(lambda *v: fn(*v), *values)
+
+    def backward(cotangents):
+        cts = [
+            (zeros_like(o) if ct is None else jnp.asarray(ct, o.dtype))
+            if is_float(o) else np.zeros(o.shape, dtype=jax.dtypes.float0)
+            for o, ct in zip(outputs, cotangents)
+        ]
+        return list(back(cts))
+
+    return outputs, backward

@@ -80,3 +80,30 @@ def call(inv):
         return out_leaves, grad_with_variables
 
     return inv.rebuild_output(forward(*inv.tensor_values))
+
+
+def ones_like(x):
+    return tf.ones_like(x)
+
+
+def vjp_flat(fn, values):
+    """Runs fn(*values) -> output leaves under a tape; returns (outputs, back(cotangents))."""
+    with tf.GradientTape(persistent=True) as tape:
+        for v in values:
+            tape.watch(v)
+        outputs = fn(*values)
+
+    def backward(cotangents):
+        pairs = [
+            (o, tf.zeros_like(o) if ct is None else tf.cast(ct, o.dtype))
+            for o, ct in zip(outputs, cotangents)
+            if tf.is_tensor(o) and is_float(o)
+        ]
+        if not pairs:
+            return [tf.zeros_like(v) for v in values]
+        return tape.gradient(
+            [o for o, _ in pairs], list(values), output_gradients=[c for _, c in pairs],
+            unconnected_gradients=tf.UnconnectedGradients.ZERO,
+        )
+
+    return outputs, backward

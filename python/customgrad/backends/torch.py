@@ -114,3 +114,36 @@ def call(inv):
     for j, t in zip(linked_outputs, linked):
         result[j] = t
     return inv.rebuild_output(result)
+
+
+def ones_like(x):
+    return torch.ones_like(x)
+
+
+def vjp_flat(fn, values):
+    """Runs fn(*values) -> output leaves with autograd on; returns (outputs, back(cotangents)).
+
+    Inputs that already require grad (inside an outer grad) are used as they are and the backward
+    builds a graph, so grad of grad works.
+    """
+    nested = any(v.requires_grad for v in values)
+    with torch.enable_grad():
+        inputs = [v if v.requires_grad else v.detach().requires_grad_(True) for v in values]
+        outputs = fn(*inputs)
+
+    def backward(cotangents):
+        pairs = [
+            (o, torch.zeros_like(o) if ct is None else torch.as_tensor(ct, dtype=o.dtype))
+            for o, ct in zip(outputs, cotangents)
+            if isinstance(o, torch.Tensor) and is_float(o) and o.requires_grad
+        ]
+        if not pairs:
+            return [torch.zeros_like(v) for v in values]
+        grads = torch.autograd.grad(
+            [o for o, _ in pairs], inputs, grad_outputs=[c for _, c in pairs],
+            retain_graph=True, create_graph=nested,
+            allow_unused=True, materialize_grads=True,
+        )
+        return list(grads)
+
+    return outputs, backward

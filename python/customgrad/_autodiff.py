@@ -1,0 +1,156 @@
+"""Backend-agnostic gradients: `grad`, `value_and_grad` and `vjp`, with JAX's semantics.
+
+They return native tensors of the active backend and compose with each other (grad of grad) and
+with each backend's compilation. Leaves that are not floating-point tensors (Python scalars are
+converted to tensors; ints, bools, strings, None are not) get `None` as their gradient.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from . import _tree
+from ._core import backend_module
+
+
+def _as_primal(leaf, B):
+    if isinstance(leaf, float):
+        import keras
+
+        return keras.ops.convert_to_tensor(leaf)
+    return leaf
+
+
+def vjp(f, *primals, has_aux: bool = False):
+    """Returns `(outputs, vjp_fn)` (and `aux` if `has_aux`), like `jax.vjp`, on any backend.
+
+    `vjp_fn(cotangents)` takes cotangents in the structure of `outputs` and returns a tuple with
+    one gradient per primal, each in that primal's structure (None for non-float leaves).
+
+    Example:
+        >>> import keras, customgrad
+        >>> y, vjp_fn = customgrad.vjp(keras.ops.sin, keras.ops.convert_to_tensor(0.0))
+        >>> float(vjp_fn(keras.ops.convert_to_tensor(2.0))[0])
+        2.0
+    """
+    B = backend_module()
+    if not hasattr(B, "vjp_flat"):
+        raise NotImplementedError(
+            f"customgrad.vjp: the {B.__name__.rsplit('.', 1)[-1]!r} Keras backend has no autodiff; "
+            f"gradients need jax, tensorflow or torch."
+        )
+    leaves = [_as_primal(leaf, B) for leaf in _tree.flatten(primals)]
+    values = [B.tensor_value(leaf) for leaf in leaves]
+    diff = [i for i, v in enumerate(values) if v is not None and B.is_float(v)]
+    structure = {}
+
+    def flat_fn(*diff_values):
+        current = list(leaves)
+        for i, v in zip(diff, diff_values):
+            current[i] = v
+        result = f(*_tree.unflatten(primals, current))
+        if has_aux:
+            if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                raise TypeError(
+                    f"customgrad: with has_aux=True, `{getattr(f, '__name__', f)}` must return a "
+                    f"pair (output, aux); received {_tree.describe(result)}."
+                )
+            result, structure["aux"] = result
+        structure["out"] = result
+        return _tree.flatten(result)
+
+    out_leaves, back = B.vjp_flat(flat_fn, [values[i] for i in diff])
+    outputs = _tree.unflatten(structure["out"], out_leaves)
+
+    def vjp_fn(cotangents):
+        try:
+            ct_leaves = _tree.match(cotangents, structure["out"])
+        except _tree.StructureMismatch as e:
+            raise ValueError(
+                f"customgrad.vjp: the cotangents must have the structure of the outputs; {e}"
+            ) from None
+        grads = back(ct_leaves)
+        full = [None] * len(leaves)
+        for i, g in zip(diff, grads):
+            full[i] = g
+        return tuple(_tree.unflatten(primals, full))
+
+    if has_aux:
+        return outputs, vjp_fn, structure.get("aux")
+    return outputs, vjp_fn
+
+
+def value_and_grad(f, argnums=0, has_aux: bool = False):
+    """Returns a function computing `f(*args)` and its gradient with respect to `args[argnums]`.
+
+    `f` must return a scalar (or `(scalar, aux)` with `has_aux=True`). With an int `argnums` the
+    gradient has the structure of that argument; with a tuple, it is a tuple of those.
+
+    Example:
+        >>> import keras, customgrad
+        >>> v, g = customgrad.value_and_grad(lambda x: keras.ops.sum(x ** 2))(
+        ...     keras.ops.convert_to_tensor([1.0, 2.0]))
+        >>> [float(t) for t in g]
+        [2.0, 4.0]
+    """
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(n, int) for n in nums):
+        raise TypeError(
+            f"customgrad.value_and_grad: argnums must be an int or a non-empty tuple of ints; "
+            f"received {argnums!r}."
+        )
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        for n in nums:
+            if not -len(args) <= n < len(args):
+                raise ValueError(
+                    f"customgrad.grad: argnums {argnums!r} refers to positional argument {n}, "
+                    f"but `{getattr(f, '__name__', f)}` was called with {len(args)}."
+                )
+        nums_ = tuple(n % len(args) for n in nums)
+
+        def on_selected(*selected):
+            full = list(args)
+            for n, value in zip(nums_, selected):
+                full[n] = value
+            return f(*full, **kwargs)
+
+        result = vjp(on_selected, *[args[n] for n in nums_], has_aux=has_aux)
+        out, vjp_fn = result[0], result[1]
+        B = backend_module()
+        value = B.tensor_value(out) if _tree.flatten(out) == [out] else None
+        if value is None or tuple(B.static_shape(value)) != () or not B.is_float(value):
+            raise TypeError(
+                f"customgrad.grad: `{getattr(f, '__name__', f)}` must return a float scalar "
+                f"(shape ()) to take its gradient; received {_tree.describe(out)}. "
+                f"Use customgrad.vjp for non-scalar outputs."
+            )
+        grads = vjp_fn(B.ones_like(value))
+        grads = grads[0] if isinstance(argnums, int) else grads
+        if has_aux:
+            return (out, result[2]), grads
+        return out, grads
+
+    return wrapper
+
+
+def grad(f, argnums=0, has_aux: bool = False):
+    """Returns a function computing the gradient of scalar `f` with respect to `args[argnums]`.
+
+    Works on jax, tensorflow and torch, returns native tensors, and composes with itself.
+
+    Example:
+        >>> import keras, customgrad
+        >>> d2 = customgrad.grad(customgrad.grad(lambda x: x ** 3))
+        >>> float(d2(keras.ops.convert_to_tensor(2.0)))
+        12.0
+    """
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapper

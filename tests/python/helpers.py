@@ -1,0 +1,47 @@
+"""Readable helpers shared by the Python tests: the active backend, numpy conversion, and
+native (backend-specific) gradients to compare customgrad against."""
+
+import keras
+import numpy as np
+
+BACKEND = keras.backend.backend()
+
+
+def t(value, dtype="float32"):
+    """A backend tensor from a Python value."""
+    return keras.ops.convert_to_tensor(np.asarray(value, dtype=dtype))
+
+
+def npy(x):
+    """A numpy array from a backend tensor (or nested list/tuple/dict of them)."""
+    if isinstance(x, dict):
+        return {k: npy(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(npy(v) for v in x)
+    if x is None:
+        return None
+    return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+def native_grad(f, *args):
+    """Gradient of scalar f with respect to every positional (tensor) argument, computed with the
+    backend's own tool (jax.grad, tf.GradientTape, torch.autograd.grad); returns a tuple."""
+    if BACKEND == "jax":
+        import jax
+
+        return tuple(jax.grad(f, argnums=tuple(range(len(args))))(*args))
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            for a in args:
+                tape.watch(a)
+            y = f(*args)
+        return tuple(tape.gradient(y, list(args)))
+    if BACKEND == "torch":
+        import torch
+
+        args = [a.detach().requires_grad_(True) for a in args]
+        y = f(*args)
+        return tuple(torch.autograd.grad(y, args, allow_unused=True))
+    raise RuntimeError(f"no autodiff on the {BACKEND} backend")
