@@ -11,7 +11,9 @@
 
 from ._convention import CustomGradientError
 from ._autodiff import grad, value_and_grad, vjp
+from ._checker import Check, GradientCheckError, GradientCheckReport, check_gradients
 from ._core import custom_gradient
 
-__all__ = ["custom_gradient", "CustomGradientError", "grad", "value_and_grad", "vjp"]
+__all__ = ["custom_gradient", "CustomGradientError", "grad", "value_and_grad", "vjp",
+           "check_gradients", "GradientCheckError", "GradientCheckReport", "Check"]
 __version__ = "0.1.0"

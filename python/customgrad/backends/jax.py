@@ -152,3 +152,8 @@ def vjp_flat(fn, values):
         return list(back(cts))
 
     return outputs, backward
+
+
+def float64_scope():
+    """float64 arrays need JAX's x64 mode (off by default); scoped to the block."""
+    return jax.enable_x64(True)

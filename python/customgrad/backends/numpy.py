@@ -3,6 +3,8 @@ the decorated function returns f's output and grad_fn is never called."""
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import numpy as np
 
@@ -26,3 +28,7 @@ def is_float(x) -> bool:
 def call(inv):
     inv.run_forward(inv.tensor_values)
     return inv.output
+
+
+def float64_scope():
+    return contextlib.nullcontext()

@@ -1,0 +1,329 @@
+"""`check_gradients`: does the gradient a function defines match its values?
+
+The gradient under test is the one autodiff sees (customgrad.vjp, so a custom gradient is used
+when `f` has one). It is compared with central finite differences of `f` computed in float64,
+one tensor leaf at a time along random directions through the inner-product identity
+<u, J v> = <J^T u, v>; optionally with the full Jacobian (small inputs) and with plain autodiff
+of the forward (`against="autodiff"`). `order=2` checks the VJP of the VJP the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+
+from . import _tree
+from ._autodiff import vjp
+from ._core import backend_module
+
+# Per dtype of the computation under test: (atol, rtol) and the float64 finite-difference step.
+_TOLERANCES = {
+    "float64": (1e-7, 1e-6),
+    "float32": (1e-5, 2e-3),
+    "float16": (1e-3, 3e-2),
+    "bfloat16": (1e-2, 6e-2),
+}
+_EPS = 1e-5
+
+
+class GradientCheckError(AssertionError):
+    """Raised by `check_gradients` when a gradient does not match; `.report` has every check."""
+
+    def __init__(self, message: str, report: "GradientCheckReport"):
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class Check:
+    """One comparison: what was compared, where, the observed error and the allowed error."""
+
+    name: str
+    where: str
+    error: float
+    allowed: float
+
+    @property
+    def passed(self) -> bool:
+        return self.error <= self.allowed  # NaN fails
+
+    def __str__(self) -> str:
+        mark = "ok  " if self.passed else "FAIL"
+        return f"{mark} {self.name:<32} {self.where:<28} error {self.error:.3g} <= {self.allowed:.3g}"
+
+
+@dataclass
+class GradientCheckReport:
+    function: str
+    checks: list = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list:
+        return [c for c in self.checks if not c.passed]
+
+    def __str__(self) -> str:
+        lines = [f"check_gradients({self.function}): {len(self.checks)} checks, "
+                 f"{len(self.failures)} failed"]
+        return "\n".join(lines + [f"  {c}" for c in self.checks])
+
+
+def _np(x) -> np.ndarray:
+    return np.asarray(keras.ops.convert_to_numpy(x), dtype=np.float64)
+
+
+def _dtype_name(x) -> str:
+    return keras.backend.standardize_dtype(x.dtype)
+
+
+class _Problem:
+    """The function and its arguments, split into float tensor leaves and constants."""
+
+    def __init__(self, f, args, kwargs):
+        self.f, self.args, self.kwargs = f, args, kwargs
+        self.B = backend_module()
+        self.leaves = _tree.flatten(args)
+        self.paths = _tree.leaf_paths(args, "args")
+        values = [self.B.tensor_value(leaf) for leaf in self.leaves]
+        self.index = [i for i, v in enumerate(values) if v is not None and self.B.is_float(v)]
+        if not self.index:
+            raise ValueError(
+                f"customgrad.check_gradients: `{_name(f)}` has no floating-point tensor among its "
+                f"positional arguments; received {[_tree.describe(a) for a in args]}."
+            )
+        self.values = [values[i] for i in self.index]
+        self.dtype = _widest([_dtype_name(v) for v in self.values])
+
+    def call(self, diff_values, f=None):
+        leaves = list(self.leaves)
+        for i, v in zip(self.index, diff_values):
+            leaves[i] = v
+        return (f or self.f)(*_tree.unflatten(self.args, leaves), **self.kwargs)
+
+    def call_float64(self, arrays, f=None):
+        """f at float64 copies of the float leaves (numpy arrays), outputs as float64 numpy."""
+        with self.B.float64_scope():
+            tensors = [keras.ops.convert_to_tensor(a, dtype="float64") for a in arrays]
+            out = self.call(tensors, f)
+            return [_np(o) for o in _tree.flatten(out)]
+
+    def custom_vjp(self, u_leaves, f=None):
+        """J^T u through autodiff (custom gradients included), one numpy array per float leaf."""
+        out, vjp_fn = vjp(lambda *v: self.call(v, f), *self.values)
+        flat_out = _tree.flatten(out)
+        cts = [keras.ops.convert_to_tensor(u, dtype=_dtype_name(o)) for u, o in zip(u_leaves, flat_out)]
+        grads = vjp_fn(_tree.unflatten(out, cts))
+        return [np.zeros(v.shape) if g is None else _np(g) for g, v in zip(grads, self.values)]
+
+
+def _widest(dtypes: list) -> str:
+    for name in ("float64", "float32", "float16", "bfloat16"):
+        if name in dtypes:
+            return name
+    return "float32"
+
+
+def _name(f) -> str:
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
+
+
+def check_gradients(
+    f,
+    *args,
+    order: int = 1,
+    against: str = "finite_differences",
+    jacobian: bool = False,
+    directions: int = 2,
+    atol: float | None = None,
+    rtol: float | None = None,
+    eps: float | None = None,
+    seed: int = 0,
+    raise_on_failure: bool = True,
+    **kwargs,
+) -> GradientCheckReport:
+    """Checks the gradient `f` defines against float64 finite differences (or plain autodiff).
+
+    Args:
+        f: the function (usually decorated with `customgrad.custom_gradient`); its positional
+            float tensor leaves are checked, everything else is passed through.
+        order: 1 checks first derivatives; 2 also checks the VJP of the VJP.
+        against: "finite_differences" (default), or "autodiff" to compare with plain autodiff of
+            the forward of a customgrad function (the custom gradient must equal the true one).
+        jacobian: also compare the full Jacobian, element by element (small inputs only).
+        directions: random directions per leaf for the inner-product check.
+        atol, rtol, eps: override the tolerances (chosen by dtype) and the float64 step.
+        raise_on_failure: raise `GradientCheckError` (default) or just return the report.
+
+    Returns:
+        A `GradientCheckReport` listing every check.
+
+    Example:
+        >>> import keras, customgrad
+        >>> @customgrad.custom_gradient
+        ... def log1pexp(x):
+        ...     e = keras.ops.exp(x)
+        ...     return keras.ops.log1p(e), lambda dy: dy * (1 - 1 / (1 + e))
+        >>> customgrad.check_gradients(log1pexp, keras.ops.convert_to_tensor([0.0, 10.0])).passed
+        True
+    """
+    if order not in (1, 2):
+        raise ValueError(f"customgrad.check_gradients: order must be 1 or 2; received {order!r}.")
+    if against not in ("finite_differences", "autodiff"):
+        raise ValueError(
+            "customgrad.check_gradients: against must be 'finite_differences' or 'autodiff'; "
+            f"received {against!r}."
+        )
+    problem = _Problem(f, args, kwargs)
+    default_atol, default_rtol = _TOLERANCES[problem.dtype]
+    tol = (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
+    eps = _EPS if eps is None else eps
+    rng = np.random.default_rng(seed)
+    report = GradientCheckReport(_name(f))
+
+    if against == "autodiff":
+        _check_against_autodiff(problem, rng, tol, report)
+    else:
+        _check_directions(problem, rng, tol, eps, directions, report, "VJP vs finite differences")
+        if jacobian:
+            _check_jacobian(problem, tol, eps, report)
+    if order == 2:
+        _check_second_order(problem, rng, tol, eps, directions, report)
+
+    if raise_on_failure and not report.passed:
+        first = report.failures[0]
+        raise GradientCheckError(
+            f"customgrad.check_gradients: the gradient of `{report.function}` is wrong: "
+            f"{first.name} failed at {first.where}: error {first.error:.4g} > allowed "
+            f"{first.allowed:.4g} ({len(report.failures)} of {len(report.checks)} checks "
+            f"failed).\n{report}",
+            report,
+        )
+    return report
+
+
+def _random_like(rng, shape) -> np.ndarray:
+    return rng.standard_normal(shape)
+
+
+def _output_cotangents(problem, rng, f=None):
+    base = [_np(v) for v in problem.values]
+    outs = problem.call_float64(base, f)
+    return base, outs, [_random_like(rng, o.shape) for o in outs]
+
+
+def _check_directions(problem, rng, tol, eps, directions, report, name, f=None):
+    base, outs, u = _output_cotangents(problem, rng, f)
+    for _ in range(directions):
+        custom = problem.custom_vjp(u, f)
+        for k, leaf_index in enumerate(problem.index):
+            v = _random_like(rng, base[k].shape)
+            plus = list(base)
+            minus = list(base)
+            plus[k] = base[k] + eps * v
+            minus[k] = base[k] - eps * v
+            f_plus = problem.call_float64(plus, f)
+            f_minus = problem.call_float64(minus, f)
+            terms = [ui * (fp - fm) / (2 * eps) for ui, fp, fm in zip(u, f_plus, f_minus)]
+            fd = sum(float(np.sum(t)) for t in terms)
+            scale = sum(float(np.sum(np.abs(t))) for t in terms)
+            got = float(np.sum(custom[k] * v))
+            error = abs(got - fd) if math.isfinite(got) else math.inf
+            allowed = tol[0] * math.sqrt(v.size) + tol[1] * max(scale, abs(fd))
+            report.checks.append(Check(name, problem.paths[leaf_index], error, allowed))
+
+
+def _check_jacobian(problem, tol, eps, report):
+    base = [_np(v) for v in problem.values]
+    outs = problem.call_float64(base)
+    n_in = sum(b.size for b in base)
+    n_out = sum(o.size for o in outs)
+    if n_in * n_out > 4096:
+        raise ValueError(
+            f"customgrad.check_gradients: jacobian=True is for small inputs (inputs x outputs "
+            f"<= 4096); received {n_in} input and {n_out} output elements."
+        )
+    rows = []  # J^T e_k for each output element k, through autodiff
+    for j, o in enumerate(outs):
+        for idx in np.ndindex(o.shape):
+            u = [np.zeros(x.shape) for x in outs]
+            u[j][idx] = 1.0
+            rows.append(problem.custom_vjp(u))
+    for k, leaf_index in enumerate(problem.index):
+        worst, allowed_at_worst = 0.0, 0.0
+        for idx in np.ndindex(base[k].shape):
+            plus, minus = list(base), list(base)
+            plus[k], minus[k] = base[k].copy(), base[k].copy()
+            plus[k][idx] += eps
+            minus[k][idx] -= eps
+            column = np.concatenate([
+                ((fp - fm) / (2 * eps)).ravel()
+                for fp, fm in zip(problem.call_float64(plus), problem.call_float64(minus))
+            ])
+            custom = np.array([row[k][idx] for row in rows])
+            err = np.abs(custom - column)
+            allowed = tol[0] + tol[1] * np.abs(column)
+            ratio = np.where(np.isfinite(err), err / allowed, np.inf)
+            at = int(np.argmax(ratio))
+            if ratio[at] > (worst / allowed_at_worst if allowed_at_worst else 0) or not worst:
+                worst, allowed_at_worst = float(err[at]), float(allowed[at])
+                where = f"{problem.paths[leaf_index]}[{', '.join(map(str, idx))}]"
+        report.checks.append(Check("Jacobian vs finite differences", where, worst, allowed_at_worst))
+
+
+def _check_against_autodiff(problem, rng, tol, report):
+    forward = getattr(problem.f, "__customgrad_forward__", None)
+    if forward is None:
+        raise ValueError(
+            f"customgrad.check_gradients: against='autodiff' needs a function decorated with "
+            f"customgrad.custom_gradient; received `{_name(problem.f)}`, which is not."
+        )
+
+    def plain(*a, **kw):
+        return forward(*a, **kw)[0]
+
+    base, outs, u = _output_cotangents(problem, rng)
+    custom = problem.custom_vjp(u)
+    auto = problem.custom_vjp(u, plain)
+    for k, leaf_index in enumerate(problem.index):
+        err = np.abs(custom[k] - auto[k])
+        allowed = tol[0] + tol[1] * np.abs(auto[k])
+        ratio = np.where(np.isfinite(err), err / allowed, np.inf)
+        at = np.unravel_index(int(np.argmax(ratio)), err.shape) if err.size else ()
+        where = problem.paths[leaf_index] + (f"[{', '.join(map(str, at))}]" if at else "")
+        error = float(err[at]) if err.size else 0.0
+        report.checks.append(Check("custom VJP vs plain autodiff", where,
+                                   error if math.isfinite(error) else math.inf,
+                                   float(allowed[at]) if err.size else tol[0]))
+
+
+def _check_second_order(problem, rng, tol, eps, directions, report):
+    """Checks G(x) = J(x)^T u (a fixed u) against finite differences of G: the VJP of the VJP."""
+    base = [_np(v) for v in problem.values]
+    u = [_random_like(rng, o.shape) for o in problem.call_float64(base)]
+
+    def first_order(*args, **kwargs):
+        leaves = _tree.flatten(args)
+        values = [leaves[i] for i in problem.index]
+
+        def at(*v):
+            current = list(leaves)
+            for i, x in zip(problem.index, v):
+                current[i] = x
+            return problem.f(*_tree.unflatten(problem.args, current), **kwargs)
+
+        out, vjp_fn = vjp(at, *values)
+        flat_out = _tree.flatten(out)
+        cts = [keras.ops.convert_to_tensor(ui, dtype=_dtype_name(o)) for ui, o in zip(u, flat_out)]
+        grads = vjp_fn(_tree.unflatten(out, cts))
+        return tuple(keras.ops.zeros_like(v) if g is None else g for g, v in zip(grads, values))
+
+    first_order.__name__ = f"VJP of {_name(problem.f)}"
+    second = _Problem(first_order, problem.args, problem.kwargs)
+    _check_directions(second, rng, (tol[0] * 10, tol[1] * 10), eps * 10, directions, report,
+                      "VJP of VJP vs finite differences")
