@@ -45,3 +45,10 @@ def native_grad(f, *args):
         y = f(*args)
         return tuple(torch.autograd.grad(y, args, allow_unused=True))
     raise RuntimeError(f"no autodiff on the {BACKEND} backend")
+
+
+def float64_enabled():
+    """A context in which float64 tensors exist (JAX needs its x64 mode; a no-op elsewhere)."""
+    from customgrad._core import backend_module
+
+    return backend_module().float64_scope()

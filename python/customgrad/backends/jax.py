@@ -86,12 +86,17 @@ def call(inv):
     n_inputs = len(inv.tensor_values)
     candidate_ids = [key for key, _ in candidates]
     primals = list(inv.tensor_values) + [value for _, value in candidates]
-    if not primals:
-        inv.run_forward([])
+    if not any(isinstance(p, jax.core.Tracer) for p in primals):
+        # Concrete arrays: no transformation is tracing this call, so no gradient can be asked
+        # of it. Run f directly (faster, and its exceptions reach the caller untouched).
+        inv.run_forward(inv.tensor_values)
         return inv.output
 
+    def substitutes(primals):
+        return dict(zip(candidate_ids, primals[n_inputs:]))
+
     def forward(*primals):
-        with recording(dict(zip(candidate_ids, primals[n_inputs:]))) as rec:
+        with recording(substitutes(primals)) as rec:
             out_leaves, grad_fn = inv.run_forward(primals[:n_inputs])
         return [jnp.asarray(o) for o in out_leaves], grad_fn, rec
 
@@ -120,7 +125,10 @@ def call(inv):
 
         examples = [jax.ShapeDtypeStruct(out_leaves[j].shape, out_leaves[j].dtype)
                     for j in float_outputs]
-        closed_rule, consts = jax.closure_convert(rule, *examples)
+        # grad_fn may read variables too (a closure over layer.kernel): route those reads to
+        # this rule's explicit inputs as well, or they would leak the outer trace's tracers.
+        with recording(substitutes(primals)):
+            closed_rule, consts = jax.closure_convert(rule, *examples)
         return out_leaves, _Residuals(closed_rule, consts, float_outputs)
 
     def bwd(res, cotangents):

@@ -1,0 +1,442 @@
+"""custom_gradient's calling convention, structures, dtypes and errors: the same on every backend."""
+
+import re
+
+import keras
+import numpy as np
+import pytest
+from helpers import BACKEND, float64_enabled, native_grad, npy, t
+from keras import ops
+
+import customgrad
+from customgrad import CustomGradientError
+
+autodiff = pytest.mark.autodiff
+
+
+# --- the seed documents' examples, verbatim ------------------------------------------------------
+def keras_backend_agnostic_log1pexp(x):
+    e = ops.exp(x)
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        return ops.multiply(upstream, 1.0 - 1.0 / ops.add(1, e))
+
+    return ops.log(1 + e), grad
+
+
+def keras_jax_tf_log1pexp(x):
+    e = ops.exp(x)
+
+    def grad(upstream):
+        return ops.multiply(upstream, 1.0 - 1.0 / ops.add(1, e))
+
+    return ops.log(1 + e), grad
+
+
+def keras_torch_log1pexp(x):
+    e = ops.exp(x)
+
+    def grad(*args, upstream):
+        return ops.multiply(upstream, 1.0 - 1.0 / ops.add(1, e))
+
+    return ops.log(1 + e), grad
+
+
+def tf_doc_log1pexp(x):
+    e = ops.exp(x)
+
+    def grad(dy):
+        return dy * (1 - 1 / (1 + e))
+
+    return ops.log(1 + e), grad
+
+
+IDIOMS = [keras_backend_agnostic_log1pexp, keras_jax_tf_log1pexp, keras_torch_log1pexp,
+          tf_doc_log1pexp]
+
+
+@autodiff
+@pytest.mark.parametrize("idiom", IDIOMS, ids=lambda f: f.__name__)
+def test_every_documented_idiom_gives_gradient_exactly_one_at_100(idiom):
+    log1pexp = customgrad.custom_gradient(idiom)
+    (g,) = native_grad(log1pexp, t(100.0))
+    assert float(npy(g)) == 1.0
+    assert float(npy(customgrad.grad(log1pexp)(t(100.0)))) == 1.0
+
+
+@autodiff
+def test_plain_autodiff_of_log1pexp_is_nan_at_100_the_problem_we_solve():
+    (g,) = native_grad(lambda x: ops.log(1 + ops.exp(x)), t(100.0))
+    assert np.isnan(npy(g))
+
+
+@pytest.mark.parametrize("idiom", IDIOMS, ids=lambda f: f.__name__)
+def test_forward_value_is_the_output_of_f(idiom):
+    log1pexp = customgrad.custom_gradient(idiom)
+    np.testing.assert_allclose(npy(log1pexp(t([0.0, 10.0]))), [np.log(2.0), 10.0000454], rtol=1e-6)
+
+
+@autodiff
+@pytest.mark.parametrize("x", [0.0, 10.0, -5.0, 3.5])
+def test_custom_gradient_equals_sigmoid(x):
+    log1pexp = customgrad.custom_gradient(tf_doc_log1pexp)
+    g = customgrad.grad(log1pexp)(t(x))
+    np.testing.assert_allclose(npy(g), 1 / (1 + np.exp(-x)), rtol=1e-5)
+
+
+@autodiff
+def test_tf1_variables_signature_without_variables_is_called_without_them():
+    seen = {}
+
+    def f(x):
+        def grad(*grad_ys, variables=None):
+            seen["variables"] = variables
+            return grad_ys[0] * 3.0
+
+        return x * 3.0, grad
+
+    g = customgrad.grad(customgrad.custom_gradient(f))(t(1.0))
+    assert float(npy(g)) == 3.0 and seen["variables"] is None
+
+
+@autodiff
+def test_decorator_and_call_forms_agree():
+    as_call = customgrad.custom_gradient(tf_doc_log1pexp)
+
+    @customgrad.custom_gradient
+    def as_decorator(x):
+        return tf_doc_log1pexp(x)
+
+    x = t([1.0, 2.0])
+    np.testing.assert_array_equal(npy(customgrad.vjp(as_call, x)[1](ops.ones((2,)))[0]),
+                                  npy(customgrad.vjp(as_decorator, x)[1](ops.ones((2,)))[0]))
+    assert as_call.__name__ == "tf_doc_log1pexp"
+
+
+# --- multiple and nested outputs -----------------------------------------------------------------
+@autodiff
+def test_tuple_output_gets_one_positional_upstream_per_output_and_upstream_keyword():
+    received = {}
+
+    @customgrad.custom_gradient
+    def two(x):
+        def grad(*args, **kwargs):
+            received["positional"] = len(args)
+            received["keywords"] = sorted(kwargs)  # **kwargs also receives upstream=
+            dy_sum, dy_prod = args
+            return dy_sum + dy_prod * 2.0 * x
+
+        return (x + 1.0, x * x), grad
+
+    @customgrad.custom_gradient
+    def two_kw(x):
+        def grad(*args, upstream):
+            received["upstream"] = upstream
+            s, p = upstream
+            return s + p * 2.0 * x
+
+        return (x + 1.0, x * x), grad
+
+    def loss(fn):
+        def weighted(x):
+            plus_one, squared = fn(x)
+            return plus_one * 5.0 + squared * 7.0
+        return weighted
+
+    x = t(3.0)
+    for fn in (two, two_kw):
+        assert float(npy(customgrad.grad(loss(fn))(x))) == 5.0 + 7.0 * 6.0
+    assert received["positional"] == 2 and received["keywords"] == ["upstream"]
+    assert isinstance(received["upstream"], tuple) and len(received["upstream"]) == 2
+
+
+@autodiff
+def test_nested_dict_output_arrives_as_one_upstream_with_its_structure():
+    @customgrad.custom_gradient
+    def f(x):
+        def grad(dy):
+            assert sorted(dy) == ["a", "b"] and isinstance(dy["b"], list)
+            return dy["a"] * 2.0 + dy["b"][0] * 3.0 + dy["b"][1] * 4.0
+
+        return {"a": x * 2.0, "b": [x * 3.0, x * 4.0]}, grad
+
+    g = customgrad.grad(lambda x: ops.sum(f(x)["a"]) + ops.sum(f(x)["b"][1]))(t(1.0))
+    assert float(npy(g)) == 6.0
+
+
+@autodiff
+def test_unused_outputs_reach_grad_fn_as_zeros_of_their_shape_and_dtype():
+    seen = {}
+
+    @customgrad.custom_gradient
+    def f(x):
+        def grad(dy_used, dy_unused):
+            seen["shape"], seen["dtype"] = tuple(dy_unused.shape), dy_unused.dtype
+            # its values show up in the gradient: 1 + sum(|dy_unused|) must stay 1
+            return dy_used + ops.cast(ops.sum(ops.abs(dy_unused)), dy_used.dtype)
+
+        return (x * 1.0, ops.cast(ops.ones((2, 3)), "float16")), grad
+
+    g = customgrad.grad(lambda x: ops.sum(f(x)[0]))(t([1.0, 2.0]))
+    np.testing.assert_array_equal(npy(g), [1.0, 1.0])
+    assert seen["shape"] == (2, 3)
+    assert keras.backend.standardize_dtype(seen["dtype"]) == "float16"
+
+
+@autodiff
+def test_integer_outputs_pass_through_and_get_none_upstream():
+    seen = {}
+
+    @customgrad.custom_gradient
+    def f(x):
+        def grad(dy, d_index):
+            seen["index"] = d_index
+            return dy * 2.0
+
+        return (x * 2.0, ops.argmax(x)), grad
+
+    g = customgrad.grad(lambda x: ops.sum(f(x)[0]))(t([1.0, 5.0]))
+    np.testing.assert_array_equal(npy(g), [2.0, 2.0])
+    assert seen["index"] is None
+    assert int(npy(f(t([1.0, 5.0]))[1])) == 1
+
+
+# --- nested inputs, keyword arguments, non-tensor arguments --------------------------------------
+@autodiff
+def test_nested_inputs_with_structured_gradients():
+    @customgrad.custom_gradient
+    def f(params, x):
+        w, b = params["w"], params["b"]
+        y = w * x + b[0]
+
+        def grad(dy):
+            return {"w": dy * x, "b": (dy, None)}, dy * w
+
+        return y, grad
+
+    params = {"w": t([2.0, 3.0]), "b": (t([1.0, 1.0]), t([9.0, 9.0]))}
+    gp, gx = customgrad.grad(lambda p, x: ops.sum(f(p, x)), argnums=(0, 1))(params, t([5.0, 7.0]))
+    np.testing.assert_array_equal(npy(gp["w"]), [5.0, 7.0])
+    np.testing.assert_array_equal(npy(gp["b"][0]), [1.0, 1.0])
+    np.testing.assert_array_equal(npy(gp["b"][1]), [0.0, 0.0])
+    np.testing.assert_array_equal(npy(gx), [2.0, 3.0])
+
+
+@autodiff
+def test_flattened_gradients_are_accepted():
+    @customgrad.custom_gradient
+    def f(params, x):
+        y = params["w"] * x + params["b"]
+        return y, lambda dy: [dy, dy * x, dy * params["w"]]  # leaves: b, w (sorted keys), x
+
+    params = {"w": t(2.0), "b": t(1.0)}
+    gp, gx = customgrad.grad(lambda p, x: f(p, x), argnums=(0, 1))(params, t(5.0))
+    assert (float(npy(gp["b"])), float(npy(gp["w"])), float(npy(gx))) == (1.0, 5.0, 2.0)
+
+
+@autodiff
+def test_none_gradient_means_zero():
+    @customgrad.custom_gradient
+    def f(x, y):
+        return x * y, lambda dy: (None, dy * x)
+
+    gx, gy = customgrad.grad(f, argnums=(0, 1))(t(2.0), t(3.0))
+    assert float(npy(gx)) == 0.0 and float(npy(gy)) == 2.0
+
+
+@autodiff
+def test_non_tensor_arguments_pass_through_untouched_and_get_no_gradient():
+    seen = {}
+
+    @customgrad.custom_gradient
+    def f(x, scale, name, nothing, flag=True, mode="sum"):
+        seen.update(scale=scale, name=name, nothing=nothing, flag=flag, mode=mode)
+        return x * scale, lambda dy: (dy * scale, None, None, None)
+
+    g = customgrad.grad(lambda x: f(x, 3.0, "label", None, flag=False, mode="mean"))(t(1.0))
+    assert float(npy(g)) == 3.0
+    assert seen == dict(scale=3.0, name="label", nothing=None, flag=False, mode="mean")
+    assert type(seen["scale"]) is float
+
+
+@autodiff
+def test_tensor_keyword_arguments_are_constants():
+    @customgrad.custom_gradient
+    def f(x, *, weight):
+        return x * weight, lambda dy: dy * weight
+
+    g_x, g_w = customgrad.grad(lambda x, w: f(x, weight=w), argnums=(0, 1))(t(2.0), t(5.0))
+    assert float(npy(g_x)) == 5.0
+    assert float(npy(g_w)) == 0.0
+
+
+@autodiff
+def test_integer_and_bool_tensors_get_no_gradient():
+    @customgrad.custom_gradient
+    def f(x, idx, mask):
+        y = ops.where(mask, ops.take(x, idx), 0.0)
+        return y, lambda dy: (ops.scatter(ops.expand_dims(idx, 1), dy * ops.cast(mask, dy.dtype),
+                                          (3,)), "ignored", "ignored")
+
+    idx = ops.convert_to_tensor(np.array([0, 2], dtype="int32"))
+    mask = ops.convert_to_tensor(np.array([True, False]))
+    out, vjp_fn = customgrad.vjp(f, t([1.0, 2.0, 3.0]), idx, mask)
+    gx, gi, gm = vjp_fn(ops.ones((2,)))
+    np.testing.assert_array_equal(npy(gx), [1.0, 0.0, 0.0])
+    assert gi is None and gm is None
+
+
+# --- dtypes ---------------------------------------------------------------------------------------
+@autodiff
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_gradients_come_back_in_each_inputs_dtype(dtype):
+    @customgrad.custom_gradient
+    def f(x, y):
+        # grad_fn deliberately returns float32: customgrad casts to each input's dtype
+        return x * ops.cast(y, x.dtype), lambda dy: (ops.cast(dy, "float32") * 2.0,
+                                                     ops.cast(dy, "float32") * 3.0)
+
+    with float64_enabled():  # JAX has float64 only in its x64 mode
+        x = ops.cast(t([1.0, 2.0]), dtype)
+        y = t([1.0, 1.0], "float64")
+        gx, gy = customgrad.vjp(f, x, y)[1](ops.ones((2,), dtype=dtype))
+    assert keras.backend.standardize_dtype(gx.dtype) == dtype
+    assert keras.backend.standardize_dtype(gy.dtype) == "float64"
+    np.testing.assert_array_equal(npy(ops.cast(gx, "float32")), [2.0, 2.0])
+
+
+# --- errors that name the function, what was expected and what was received ----------------------
+def test_f_not_callable():
+    with pytest.raises(TypeError, match=re.escape(
+            "customgrad.custom_gradient: expected a callable f(*args) returning (output, "
+            "grad_fn); received a int.")):
+        customgrad.custom_gradient(3)
+
+
+def test_f_not_returning_a_pair():
+    @customgrad.custom_gradient
+    def returns_tensor(x):
+        return x * 2.0
+
+    with pytest.raises(CustomGradientError, match=re.escape(
+            "customgrad.custom_gradient: `test_f_not_returning_a_pair.<locals>.returns_tensor` "
+            "must return a pair (output, grad_fn); received a ")):
+        returns_tensor(t([1.0]))
+
+
+def test_f_returning_a_triple():
+    @customgrad.custom_gradient
+    def triple(x):
+        return x, lambda dy: dy, "extra"
+
+    with pytest.raises(CustomGradientError, match="must return a pair \\(output, grad_fn\\); "
+                                                  "received a tuple of length 3"):
+        triple(t([1.0]))
+
+
+def test_grad_fn_not_callable():
+    @customgrad.custom_gradient
+    def bad(x):
+        return x, "not a function"
+
+    with pytest.raises(CustomGradientError, match=re.escape(
+            "the second element returned by `test_grad_fn_not_callable.<locals>.bad` must be a "
+            "callable grad_fn; received a str.")):
+        bad(t([1.0]))
+
+
+@autodiff
+def test_wrong_number_of_gradients():
+    @customgrad.custom_gradient
+    def two_args(x, y):
+        return x * y, lambda dy: (dy, dy, dy)
+
+    with pytest.raises(CustomGradientError, match=re.escape(
+            "must return one gradient per positional argument (2: ")) as info:
+        customgrad.grad(two_args)(t(1.0), t(2.0))
+    assert "received a tuple of length 3" in str(info.value)
+    assert "two_args" in str(info.value)
+
+
+@autodiff
+def test_wrong_structure_of_gradients_names_the_place():
+    @customgrad.custom_gradient
+    def f(d):
+        return d["a"] * d["b"], lambda dy: {"a": dy, "c": dy}
+
+    with pytest.raises(CustomGradientError, match=re.escape(
+            "received a dict with keys ['a', 'c']")):
+        customgrad.grad(f)({"a": t(1.0), "b": t(2.0)})
+
+
+@autodiff
+def test_gradient_with_wrong_shape_is_an_error_never_broadcast():
+    @customgrad.custom_gradient
+    def f(x):
+        return ops.sum(x), lambda dy: dy  # shape () for an input of shape (3,)
+
+    with pytest.raises(CustomGradientError, match=re.escape(
+            "returned a gradient of shape () for args[0], which has shape (3,); gradients must "
+            "have their input's shape")):
+        customgrad.grad(f)(t([1.0, 2.0, 3.0]))
+
+
+def test_exception_in_f_propagates_unchanged_and_f_runs_once():
+    calls = []
+
+    class Boom(Exception):
+        pass
+
+    @customgrad.custom_gradient
+    def f(x):
+        calls.append(1)
+        raise Boom("from f")
+
+    with pytest.raises(Boom, match="^from f$"):
+        f(t([1.0]))
+    assert len(calls) == 1
+
+
+@autodiff
+def test_f_runs_exactly_once_per_call_with_and_without_gradients():
+    calls = []
+
+    @customgrad.custom_gradient
+    def f(x):
+        calls.append(1)
+        return x * 2.0, lambda dy: dy * 2.0
+
+    f(t(1.0))
+    assert len(calls) == 1
+    customgrad.grad(f)(t(1.0))
+    assert len(calls) == 2
+
+
+@autodiff
+def test_exception_in_grad_fn_propagates():
+    @customgrad.custom_gradient
+    def f(x):
+        def grad(dy):
+            raise ArithmeticError("grad failed")
+
+        return x * 2.0, grad
+
+    with pytest.raises(ArithmeticError, match="grad failed"):
+        customgrad.grad(f)(t(1.0))
+
+
+@pytest.mark.backends("numpy")
+def test_numpy_forward_works_without_warnings(recwarn):
+    log1pexp = customgrad.custom_gradient(tf_doc_log1pexp)
+    for _ in range(3):
+        np.testing.assert_allclose(log1pexp(np.array([0.0, 10.0])), [np.log(2.0), 10.0000454],
+                                   rtol=1e-6)
+    assert len(recwarn) == 0
+
+
+@pytest.mark.backends("numpy")
+def test_numpy_backend_says_no_gradient_can_be_taken():
+    with pytest.raises(NotImplementedError, match="'numpy' Keras backend has no autodiff"):
+        customgrad.grad(lambda x: x * 2.0)(np.array(1.0))
