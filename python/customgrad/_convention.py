@@ -39,39 +39,37 @@ class GradSignature:
     accepts_variables: bool
 
 
-_signature_cache: dict = {}
+_CO_VARKEYWORDS = 0x08
 
 
 def inspect_grad_fn(grad_fn) -> GradSignature:
     """How to call `grad_fn`: whether it wants `upstream=` and accepts `variables=`.
 
+    Reads the code object of plain functions (cheap, and traceable by torch.compile); other
+    callables go through inspect.signature.
+
     >>> inspect_grad_fn(lambda *args, upstream=None: None)
     GradSignature(upstream_keyword=True, accepts_variables=False)
     """
     code = getattr(grad_fn, "__code__", None)
-    key = (code, getattr(grad_fn, "__kwdefaults__", None) is None) if code is not None else None
-    if key is not None and key in _signature_cache:
-        return _signature_cache[key]
-    try:
-        params = inspect.signature(grad_fn).parameters
-    except (TypeError, ValueError):
-        # Builtins and some C callables have no signature: call them positionally.
-        return GradSignature(False, False)
-    kinds = {p.kind for p in params.values()}
-    var_keyword = inspect.Parameter.VAR_KEYWORD in kinds
-    upstream = params.get("upstream")
-    if upstream is not None:
-        upstream_keyword = upstream.kind == inspect.Parameter.KEYWORD_ONLY
+    if code is not None:
+        names = code.co_varnames
+        positional = names[code.co_posonlyargcount:code.co_argcount]
+        keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+        var_keyword = bool(code.co_flags & _CO_VARKEYWORDS)
     else:
-        upstream_keyword = var_keyword
-    variables = params.get("variables")
-    accepts_variables = var_keyword or (
-        variables is not None and variables.kind != inspect.Parameter.POSITIONAL_ONLY
-    )
-    sig = GradSignature(upstream_keyword, accepts_variables)
-    if key is not None:
-        _signature_cache[key] = sig
-    return sig
+        try:
+            params = inspect.signature(grad_fn).parameters.values()
+        except (TypeError, ValueError):
+            # Builtins and some C callables have no signature: call them positionally.
+            return GradSignature(False, False)
+        kind = inspect.Parameter
+        positional = tuple(p.name for p in params if p.kind == kind.POSITIONAL_OR_KEYWORD)
+        keyword_only = tuple(p.name for p in params if p.kind == kind.KEYWORD_ONLY)
+        var_keyword = any(p.kind == kind.VAR_KEYWORD for p in params)
+    upstream_keyword = "upstream" in keyword_only or (var_keyword and "upstream" not in positional)
+    accepts_variables = var_keyword or "variables" in keyword_only or "variables" in positional
+    return GradSignature(upstream_keyword, accepts_variables)
 
 
 def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):

@@ -14,6 +14,7 @@ import importlib
 import keras
 
 from . import _tree
+from ._variables import install as install_variable_recorder
 from ._convention import (
     CustomGradientError,
     align_input_grads,
@@ -180,6 +181,12 @@ def custom_gradient(f):
             f"customgrad.custom_gradient: expected a callable f(*args) returning "
             f"(output, grad_fn); received {_tree.describe(f)}."
         )
+
+    if keras.backend.backend() in _BACKENDS:
+        # Import the backend module now (the lookup stays at call time): an import inside
+        # torch.compile's tracing would break the graph.
+        backend_module()
+        install_variable_recorder()
 
     @functools.wraps(f)
     def decorated(*args, **kwargs):

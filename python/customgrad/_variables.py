@@ -47,8 +47,11 @@ def _is_floating(dtype) -> bool:
     return "float" in str(dtype)
 
 
-def _install() -> None:
+def install() -> None:
+    """Wraps Variable._maybe_autocast once per process (idempotent)."""
     global _installed
+    if _installed:
+        return
     with _install_lock:
         if _installed:
             return
@@ -77,7 +80,7 @@ def recording(substitutes: dict | None = None):
     >>> rec.variables == [v]
     True
     """
-    _install()
+    install()
     parent = getattr(_local, "recorder", None)
     recorder = Recorder(parent, substitutes)
     _local.recorder = recorder

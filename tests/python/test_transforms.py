@@ -1,0 +1,166 @@
+"""Compilation, vectorisation and higher-order gradients, with each backend's own tools."""
+
+import numpy as np
+import pytest
+from helpers import npy, t
+from keras import ops
+
+import customgrad
+
+pytestmark = pytest.mark.autodiff
+
+
+@customgrad.custom_gradient
+def log1pexp(x):
+    e = ops.exp(x)
+
+    def grad(upstream):
+        return upstream * (1.0 - 1.0 / (1.0 + e))
+
+    return ops.log(1.0 + e), grad
+
+
+@customgrad.custom_gradient
+def scaled_square(x, *, scale, offset=0.0):
+    """x^2 * scale + offset with a gradient that uses a forward tensor (x2 = 2x)."""
+    x2 = 2.0 * x
+
+    def grad(dy):
+        return dy * x2 * scale
+
+    return x * x * scale + offset, grad
+
+
+X = [0.0, 2.0, 100.0]
+SIGMOID = 1 / (1 + np.exp(-np.array(X)))
+
+
+def sigmoid_prime(x):
+    s = 1 / (1 + np.exp(-np.asarray(x)))
+    return s * (1 - s)
+
+
+# --- JAX --------------------------------------------------------------------------------------
+@pytest.mark.backends("jax")
+def test_jax_jit_vmap_and_grad_of_grad():
+    import jax
+
+    x = t(X)
+    np.testing.assert_allclose(npy(jax.jit(jax.grad(lambda x: ops.sum(log1pexp(x))))(x)),
+                               SIGMOID, rtol=1e-6)
+    per_example = jax.vmap(jax.grad(log1pexp))(x)
+    np.testing.assert_allclose(npy(per_example), SIGMOID, rtol=1e-6)
+    second = jax.vmap(jax.grad(jax.grad(log1pexp)))(t([0.0, 2.0]))
+    np.testing.assert_allclose(npy(second), sigmoid_prime([0.0, 2.0]), rtol=1e-5)
+    jitted_second = jax.jit(jax.grad(jax.grad(lambda x: scaled_square(x, scale=3.0))))
+    assert float(npy(jitted_second(t(5.0)))) == 6.0
+
+
+@pytest.mark.backends("jax")
+def test_jax_jit_with_tensor_keyword_arguments():
+    import jax
+
+    f = jax.jit(jax.grad(lambda x, s: scaled_square(x, scale=s, offset=s)))
+    assert float(npy(f(t(2.0), t(3.0)))) == 12.0
+
+
+# --- TensorFlow -------------------------------------------------------------------------------
+@pytest.mark.backends("tensorflow")
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_tf_function_with_keyword_arguments(jit_compile):
+    import tensorflow as tf
+
+    @tf.function(jit_compile=jit_compile)
+    def step(x, s):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(log1pexp(x)) + scaled_square(x[0], scale=s, offset=s)
+        return tape.gradient(y, x)
+
+    g = npy(step(t(X), t(3.0)))
+    np.testing.assert_allclose(g, SIGMOID + np.array([0.0, 0.0, 0.0]), rtol=1e-6)
+    g2 = npy(step(t([1.0, 0.0, 0.0]), t(3.0)))
+    np.testing.assert_allclose(g2[0], 1 / (1 + np.exp(-1.0)) + 6.0, rtol=1e-6)
+
+
+@pytest.mark.backends("tensorflow")
+def test_tf_nested_gradient_tapes_give_second_derivatives():
+    import tensorflow as tf
+
+    x = t([0.0, 2.0])
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = tf.reduce_sum(log1pexp(x))
+        g = inner.gradient(y, x)
+    h = outer.gradient(g, x)
+    np.testing.assert_allclose(npy(h), sigmoid_prime([0.0, 2.0]), rtol=1e-5)
+
+
+@pytest.mark.backends("tensorflow")
+def test_tf_function_second_derivative_uses_forward_tensor():
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True)
+    def second(x):
+        return customgrad.grad(customgrad.grad(lambda x: scaled_square(x, scale=3.0)))(x)
+
+    assert float(npy(second(t(5.0)))) == 6.0
+
+
+# --- PyTorch ----------------------------------------------------------------------------------
+@pytest.mark.backends("torch")
+def test_torch_compile_without_graph_breaks():
+    import torch
+
+    compiled = torch.compile(lambda x: log1pexp(x).sum(), fullgraph=True)  # errors on a break
+    x = t(X).requires_grad_(True)
+    compiled(x).backward()
+    np.testing.assert_allclose(npy(x.grad), SIGMOID, rtol=1e-6)
+
+
+@pytest.mark.backends("torch")
+def test_torch_compile_with_keyword_arguments():
+    import torch
+
+    compiled = torch.compile(lambda x, s: scaled_square(x, scale=s, offset=1.0).sum(),
+                             fullgraph=True)
+    x = t([1.0, 2.0]).requires_grad_(True)
+    compiled(x, t(3.0)).backward()
+    np.testing.assert_allclose(npy(x.grad), [6.0, 12.0])
+
+
+@pytest.mark.backends("torch")
+def test_torch_func_grad_vmap_and_grad_of_grad():
+    import torch
+
+    x = t(X)
+    np.testing.assert_allclose(npy(torch.func.grad(lambda x: log1pexp(x).sum())(x)), SIGMOID,
+                               rtol=1e-6)
+    np.testing.assert_allclose(npy(torch.func.vmap(torch.func.grad(log1pexp))(x)), SIGMOID,
+                               rtol=1e-6)
+    second = torch.func.vmap(torch.func.grad(torch.func.grad(log1pexp)))(t([0.0, 2.0]))
+    np.testing.assert_allclose(npy(second), sigmoid_prime([0.0, 2.0]), rtol=1e-5)
+
+
+@pytest.mark.backends("torch")
+def test_torch_double_backward_with_create_graph():
+    import torch
+
+    x = t([0.0, 2.0]).requires_grad_(True)
+    (g,) = torch.autograd.grad(log1pexp(x).sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(npy(h), sigmoid_prime([0.0, 2.0]), rtol=1e-5)
+    x = t(5.0).requires_grad_(True)
+    (g,) = torch.autograd.grad(scaled_square(x, scale=3.0), x, create_graph=True)
+    (h,) = torch.autograd.grad(g, x)
+    assert float(g) == 30.0 and float(h) == 6.0
+
+
+# --- every backend: customgrad's own helpers --------------------------------------------------
+def test_grad_of_grad_when_grad_fn_uses_forward_tensors():
+    d2 = customgrad.grad(customgrad.grad(lambda x: scaled_square(x, scale=3.0)))
+    assert float(npy(d2(t(5.0)))) == 6.0
+    np.testing.assert_allclose(npy(customgrad.grad(customgrad.grad(log1pexp))(t(2.0))),
+                               sigmoid_prime(2.0), rtol=1e-5)
