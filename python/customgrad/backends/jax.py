@@ -1,7 +1,8 @@
 """JAX: built on jax.custom_vjp over the flat array leaves.
 
 As in jax.custom_gradient, grad_fn is traced into a jaxpr inside the forward rule so that the
-tensors it closes over become explicit residuals (that is what makes jit, vmap and grad-of-grad
+tensors it closes over become explicit residuals (with jax.make_jaxpr rather than
+jax.closure_convert, whose strong per-function cache would keep every call's jaxpr and constants) (that is what makes jit, vmap and grad-of-grad
 work). Keras variables are inputs too: inside a stateless scope (model.fit, stateless_call) their
 values are tracers, so every trainable variable of the scope is passed to custom_vjp explicitly and
 reads inside f are routed to those inputs.
@@ -10,6 +11,7 @@ reads inside f are routed to those inputs.
 from __future__ import annotations
 
 import jax
+import jax.extend.core as jax_core
 import jax.numpy as jnp
 import keras
 import numpy as np
@@ -56,7 +58,7 @@ def cast_like(grad, like):
 
 @jax.tree_util.register_pytree_node_class
 class _Residuals:
-    """grad_fn as a closed jaxpr (static) plus the tensors it closes over (children)."""
+    """grad_fn as a jaxpr (static) plus the tensors it closes over (children)."""
 
     def __init__(self, rule, consts, float_outputs):
         self.rule, self.consts, self.float_outputs = rule, consts, float_outputs
@@ -128,11 +130,12 @@ def call(inv):
         # grad_fn may read variables too (a closure over layer.kernel): route those reads to
         # this rule's explicit inputs as well, or they would leak the outer trace's tracers.
         with recording(substitutes(primals)):
-            closed_rule, consts = jax.closure_convert(rule, *examples)
-        return out_leaves, _Residuals(closed_rule, consts, float_outputs)
+            traced = jax.make_jaxpr(rule)(*examples)
+        return out_leaves, _Residuals(traced.jaxpr, traced.consts, float_outputs)
 
     def bwd(res, cotangents):
-        grads = iter(res.rule(*[cotangents[j] for j in res.float_outputs], *res.consts))
+        rule = jax_core.jaxpr_as_fun(jax_core.ClosedJaxpr(res.rule, res.consts))
+        grads = iter(rule(*[cotangents[j] for j in res.float_outputs]))
         return tuple(
             next(grads) if is_float(p) else np.zeros(p.shape, dtype=jax.dtypes.float0)
             for p in primals
