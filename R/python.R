@@ -1,0 +1,110 @@
+# Finding and starting Python. Nothing here runs at load time: Python starts on first use.
+
+.cg <- new.env(parent = emptyenv())
+
+#' Where the package looks for Python
+#'
+#' The Python interpreter is, in order: the environment variable `CUSTOMGRAD_PYTHON`; an already
+#' set `RETICULATE_PYTHON`; the first `.venv/bin/python` found in the working directory, the
+#' package's installation directory or one of their parents.
+#'
+#' @return The path of the Python interpreter, or `NULL` if none was found.
+#' @keywords internal
+#' @noRd
+find_python <- function() {
+  env <- Sys.getenv("CUSTOMGRAD_PYTHON", "")
+  if (nzchar(env)) return(env)
+  env <- Sys.getenv("RETICULATE_PYTHON", "")
+  if (nzchar(env)) return(env)
+  starts <- c(getwd(), system.file(package = "customgrad"))
+  for (start in starts[nzchar(starts)]) {
+    dir <- normalizePath(start, mustWork = FALSE)
+    repeat {
+      candidate <- file.path(dir, ".venv", "bin", "python")
+      if (file.exists(candidate)) return(candidate)
+      parent <- dirname(dir)
+      if (identical(parent, dir)) break
+      dir <- parent
+    }
+  }
+  NULL
+}
+
+configure_python <- function() {
+  if (reticulate::py_available(initialize = FALSE)) return(invisible(TRUE))
+  python <- find_python()
+  if (is.null(python) || !file.exists(python)) {
+    cg_abort(
+      c("customgrad needs Python with keras and customgrad installed.",
+        x = "No Python interpreter was found.",
+        i = "Set {.envvar CUSTOMGRAD_PYTHON} to the project's {.path .venv/bin/python}."),
+      "customgrad_python_missing", call = NULL
+    )
+  }
+  Sys.setenv(RETICULATE_PYTHON = python)
+  if (!nzchar(Sys.getenv("TF_CPP_MIN_LOG_LEVEL"))) Sys.setenv(TF_CPP_MIN_LOG_LEVEL = "2")
+  reticulate::use_python(python, required = TRUE)
+  invisible(TRUE)
+}
+
+#' Is Python with customgrad available?
+#'
+#' Used by the examples: `TRUE` when a Python interpreter was found and it can import keras and
+#' customgrad. Starts Python if it is not running yet.
+#'
+#' @return `TRUE` or `FALSE`.
+#' @keywords internal
+#' @noRd
+python_available <- function() {
+  ok <- tryCatch({
+    configure_python()
+    reticulate::py_module_available("keras") && reticulate::py_module_available("customgrad")
+  }, error = function(e) FALSE)
+  isTRUE(ok)
+}
+
+# Lazily imported Python modules (convert = TRUE: tuples become R lists, tensors stay objects).
+py_mod <- function(name) {
+  mod <- .cg[[name]]
+  if (is.null(mod)) {
+    configure_python()
+    mod <- switch(name,
+      keras = reticulate::import("keras"),
+      ops = reticulate::import("keras.ops"),
+      image = reticulate::import("keras.ops.image"),
+      customgrad = reticulate::import("customgrad"),
+      glue = reticulate::import_from_path(
+        "customgrad_r", system.file("python", package = "customgrad", mustWork = TRUE)
+      ),
+      builtins = reticulate::import_builtins(),
+      reticulate::import(name)
+    )
+    assign(name, mod, envir = .cg)
+  }
+  mod
+}
+
+#' The active Keras backend
+#'
+#' The backend is chosen by the environment variable `KERAS_BACKEND` before Python starts
+#' (`"jax"`, `"tensorflow"` or `"torch"`); it cannot change afterwards in the same R session.
+#'
+#' @return The backend's name, a string.
+#' @examplesIf customgrad:::python_available()
+#' config_backend()
+#' @export
+config_backend <- function() {
+  with_py_errors(py_mod("keras")$config$backend(), "config_backend")
+}
+
+#' The default float dtype
+#'
+#' R doubles become tensors of this dtype (keras' `floatx`, `"float32"` unless configured).
+#'
+#' @return A string such as `"float32"`.
+#' @examplesIf customgrad:::python_available()
+#' config_floatx()
+#' @export
+config_floatx <- function() {
+  with_py_errors(py_mod("keras")$config$floatx(), "config_floatx")
+}

@@ -1,0 +1,164 @@
+# S3 methods for the tensors of every backend. reticulate gives each Python object the class
+# vector of its Python MRO, so the methods are registered for the base class of each backend's
+# tensors (and of its tracers and keras.Variables) -- see the NAMESPACE entries below.
+
+tensor_classes <- c(
+  "jaxlib._jax.ArrayImpl",                        # jax arrays
+  "jax._src.core.Tracer",                         # jax tracers (grad, jit, vmap)
+  "tensorflow.python.types.core.Tensor",          # tf eager and symbolic tensors, tf variables
+  "torch._C.TensorBase",                          # torch tensors and parameters
+  "keras.src.backend.common.variables.Variable"   # keras.Variable on every backend
+)
+
+#' Arithmetic, math and summaries of tensors
+#'
+#' Tensors of every backend (jax arrays and tracers, TensorFlow tensors, torch tensors,
+#' `keras.Variable`s) support R's operators (`+ - * / ^ %% %/% == != < <= > >= & | !`), the
+#' `Math` group (`exp`, `log`, `sqrt`, `abs`, `sin`, `cumsum`, ...) and the `Summary` group
+#' (`sum`, `prod`, `max`, `min`, `range`, `all`, `any`), all computed by `keras.ops` on the active
+#' backend (so they work inside custom gradients and under autodiff). R numbers combined with a
+#' tensor are weakly typed: `1 + x` keeps `x`'s dtype. `as.array()`, `as.numeric()`,
+#' `as.integer()`, `as.logical()` copy a tensor into R.
+#'
+#' `log(x, base)` and `round(x, digits)` take their usual extra argument; `dim(x)` is the
+#' tensor's shape.
+#'
+#' @return A tensor for the operators and the groups; an R vector or array for the conversions.
+#' @name tensor-methods
+#' @examplesIf customgrad:::python_available()
+#' x <- as_tensor(c(1, 2, 3))
+#' y <- exp(x) * 2 + 1
+#' sum(y)
+#' as.numeric(y)
+#' x > 1
+#' @rawNamespace S3method(Ops, "jaxlib._jax.ArrayImpl", tensor_ops)
+#' @rawNamespace S3method(Ops, "jax._src.core.Tracer", tensor_ops)
+#' @rawNamespace S3method(Ops, "tensorflow.python.types.core.Tensor", tensor_ops)
+#' @rawNamespace S3method(Ops, "torch._C.TensorBase", tensor_ops)
+#' @rawNamespace S3method(Ops, "keras.src.backend.common.variables.Variable", tensor_ops)
+#' @rawNamespace S3method(Math, "jaxlib._jax.ArrayImpl", tensor_math)
+#' @rawNamespace S3method(Math, "jax._src.core.Tracer", tensor_math)
+#' @rawNamespace S3method(Math, "tensorflow.python.types.core.Tensor", tensor_math)
+#' @rawNamespace S3method(Math, "torch._C.TensorBase", tensor_math)
+#' @rawNamespace S3method(Math, "keras.src.backend.common.variables.Variable", tensor_math)
+#' @rawNamespace S3method(Summary, "jaxlib._jax.ArrayImpl", tensor_summary)
+#' @rawNamespace S3method(Summary, "jax._src.core.Tracer", tensor_summary)
+#' @rawNamespace S3method(Summary, "tensorflow.python.types.core.Tensor", tensor_summary)
+#' @rawNamespace S3method(Summary, "torch._C.TensorBase", tensor_summary)
+#' @rawNamespace S3method(Summary, "keras.src.backend.common.variables.Variable", tensor_summary)
+#' @rawNamespace S3method(as.array, "jaxlib._jax.ArrayImpl", tensor_as_array)
+#' @rawNamespace S3method(as.array, "tensorflow.python.types.core.Tensor", tensor_as_array)
+#' @rawNamespace S3method(as.array, "torch._C.TensorBase", tensor_as_array)
+#' @rawNamespace S3method(as.array, "keras.src.backend.common.variables.Variable", tensor_as_array)
+#' @rawNamespace S3method(as.double, "jaxlib._jax.ArrayImpl", tensor_as_double)
+#' @rawNamespace S3method(as.double, "tensorflow.python.types.core.Tensor", tensor_as_double)
+#' @rawNamespace S3method(as.double, "torch._C.TensorBase", tensor_as_double)
+#' @rawNamespace S3method(as.double, "keras.src.backend.common.variables.Variable", tensor_as_double)
+#' @rawNamespace S3method(as.integer, "jaxlib._jax.ArrayImpl", tensor_as_integer)
+#' @rawNamespace S3method(as.integer, "tensorflow.python.types.core.Tensor", tensor_as_integer)
+#' @rawNamespace S3method(as.integer, "torch._C.TensorBase", tensor_as_integer)
+#' @rawNamespace S3method(as.logical, "jaxlib._jax.ArrayImpl", tensor_as_logical)
+#' @rawNamespace S3method(as.logical, "tensorflow.python.types.core.Tensor", tensor_as_logical)
+#' @rawNamespace S3method(as.logical, "torch._C.TensorBase", tensor_as_logical)
+#' @rawNamespace S3method(print, "jaxlib._jax.ArrayImpl", tensor_print)
+#' @rawNamespace S3method(print, "jax._src.core.Tracer", tensor_print)
+#' @rawNamespace S3method(print, "tensorflow.python.types.core.Tensor", tensor_print)
+#' @rawNamespace S3method(print, "torch._C.TensorBase", tensor_print)
+#' @rawNamespace S3method(print, "keras.src.backend.common.variables.Variable", tensor_print)
+#' @rawNamespace S3method(dim, "jaxlib._jax.ArrayImpl", tensor_dim)
+#' @rawNamespace S3method(dim, "jax._src.core.Tracer", tensor_dim)
+#' @rawNamespace S3method(dim, "tensorflow.python.types.core.Tensor", tensor_dim)
+#' @rawNamespace S3method(dim, "torch._C.TensorBase", tensor_dim)
+#' @rawNamespace S3method(dim, "keras.src.backend.common.variables.Variable", tensor_dim)
+NULL
+
+ops_names <- c(
+  "+" = "add", "-" = "subtract", "*" = "multiply", "/" = "divide", "^" = "power",
+  "%%" = "mod", "%/%" = "floor_divide", "==" = "equal", "!=" = "not_equal", "<" = "less",
+  "<=" = "less_equal", ">" = "greater", ">=" = "greater_equal", "&" = "logical_and",
+  "|" = "logical_or"
+)
+
+tensor_ops <- function(e1, e2) {
+  ops <- py_mod("ops")
+  generic <- .Generic
+  if (missing(e2)) {
+    fn <- switch(generic, "-" = "negative", "!" = "logical_not", "+" = NULL,
+                 cg_abort("Unary {.code {generic}} is not defined for tensors.",
+                          "customgrad_type_error", call = NULL))
+    if (is.null(fn)) return(e1)
+    return(with_py_errors(ops[[fn]](as_tensor_arg(e1)), generic))
+  }
+  fn <- ops_names[[generic]]
+  with_py_errors(ops[[fn]](as_tensor_arg(e1), as_tensor_arg(e2)), generic)
+}
+
+math_names <- c(
+  abs = "abs", sign = "sign", sqrt = "sqrt", floor = "floor", ceiling = "ceil", trunc = "trunc",
+  exp = "exp", expm1 = "expm1", log1p = "log1p", log2 = "log2", log10 = "log10",
+  cos = "cos", sin = "sin", tan = "tan", acos = "arccos", asin = "arcsin", atan = "arctan",
+  cosh = "cosh", sinh = "sinh", tanh = "tanh", acosh = "arccosh", asinh = "arcsinh",
+  atanh = "arctanh", cumsum = "cumsum", cumprod = "cumprod", cummax = "cummax",
+  cummin = "cummin", lgamma = "lgamma", digamma = "digamma"
+)
+
+tensor_math <- function(x, ...) {
+  ops <- py_mod("ops")
+  generic <- .Generic
+  with_py_errors({
+    if (generic == "log") {
+      base <- list(...)$base %||% (if (...length()) ..1 else NULL)
+      out <- ops$log(x)
+      if (!is.null(base)) out <- ops$divide(out, log(base))
+      out
+    } else if (generic == "round") {
+      digits <- list(...)$digits %||% (if (...length()) ..1 else 0L)
+      ops$round(x, decimals = as.integer(digits))
+    } else if (generic %in% c("cumsum", "cumprod", "cummax", "cummin")) {
+      ops[[math_names[[generic]]]](ops$reshape(x, list(-1L)))
+    } else if (generic %in% names(math_names)) {
+      ops[[math_names[[generic]]]](x)
+    } else {
+      cg_abort(c("{.fn {generic}} is not supported for tensors.",
+                 i = "Supported: log, round and {.fn {names(math_names)}}."),
+               "customgrad_type_error", call = NULL)
+    }
+  }, generic)
+}
+
+tensor_summary <- function(..., na.rm = FALSE) {
+  ops <- py_mod("ops")
+  generic <- .Generic
+  values <- lapply(list(...), as_tensor)
+  with_py_errors({
+    one <- function(x) switch(generic,
+      sum = ops$sum(x), prod = ops$prod(x), max = ops$max(x), min = ops$min(x),
+      all = ops$all(x), any = ops$any(x),
+      range = ops$stack(list(ops$min(x), ops$max(x))))
+    parts <- lapply(values, one)
+    combine <- switch(generic, sum = ops$add, prod = ops$multiply, max = ops$maximum,
+                      min = ops$minimum, all = ops$logical_and, any = ops$logical_or,
+                      range = function(a, b) ops$stack(list(ops$minimum(ops$min(a), ops$min(b)),
+                                                          ops$maximum(ops$max(a), ops$max(b)))))
+    Reduce(combine, parts)
+  }, generic)
+}
+
+tensor_as_array <- function(x, ...) tensor_to_r_array(x)
+
+tensor_as_double <- function(x, ...) as.double(tensor_to_r_array(x, drop_dim = TRUE))
+
+tensor_as_integer <- function(x, ...) as.integer(tensor_to_r_array(x, drop_dim = TRUE))
+
+tensor_as_logical <- function(x, ...) as.logical(tensor_to_r_array(x, drop_dim = TRUE))
+
+tensor_dim <- function(x) {
+  shape <- reticulate::py_to_r(reticulate::py_get_attr(x, "shape"))
+  vapply(as.list(shape), function(d) if (is.null(d)) NA_integer_ else as.integer(d), 1L)
+}
+
+tensor_print <- function(x, ...) {
+  text <- tryCatch(reticulate::py_repr(x), error = function(e) "<tensor>")
+  cat(text, "\n", sep = "")
+  invisible(x)
+}
