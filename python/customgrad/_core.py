@@ -12,6 +12,7 @@ import functools
 import importlib
 
 import keras
+from keras.src.backend import any_symbolic_tensors
 
 from . import _tree
 from ._variables import install as install_variable_recorder
@@ -154,6 +155,17 @@ class Invocation:
         return B.cast_like(grad, ref)
 
 
+class _SymbolicCall(keras.Operation):
+    """A custom-gradient function as one operation of a functional model."""
+
+    def __init__(self, fn, name):
+        super().__init__(name=f"custom_gradient_{name.replace('.', '_').replace('<', '').replace('>', '')}")
+        self.fn = fn
+
+    def call(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
 def custom_gradient(f):
     """Decorates `f` so that its gradient is the one `f` defines, on every Keras backend.
 
@@ -190,6 +202,10 @@ def custom_gradient(f):
 
     @functools.wraps(f)
     def decorated(*args, **kwargs):
+        if any_symbolic_tensors(args, kwargs):
+            # keras.Input and friends: record one node in the functional graph, so that running
+            # the model calls this function (and its gradient), not the ops inside f one by one.
+            return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
         backend = backend_module()
         return backend.call(Invocation(f, args, kwargs, backend))
 

@@ -182,3 +182,18 @@ def test_custom_gradient_function_applied_to_keras_tensors_in_a_layer_builds_a_m
     assert tuple(model.output.shape) == (None, 2)
     np.testing.assert_allclose(npy(model(np.array([[0.0, 1.0]], "float32"))),
                                [[np.log(2.0), np.log1p(np.e)]], rtol=1e-6)
+
+
+def test_called_directly_on_keras_input_the_model_keeps_the_custom_gradient():
+    @customgrad.custom_gradient
+    def log1pexp(x):
+        e = ops.exp(x)
+        return ops.log(1.0 + e), lambda dy: dy * (1.0 - 1.0 / (1.0 + e))
+
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, log1pexp(inputs))
+    x = t([[100.0, 0.0]])
+    np.testing.assert_allclose(npy(model(x)), [[100.0, np.log(2.0)]], rtol=1e-6)
+    # plain autodiff of the ops inside would give NaN at 100: the model must call log1pexp
+    np.testing.assert_array_equal(npy(customgrad.grad(lambda x: ops.sum(model(x)))(x)),
+                                  [[1.0, 0.5]])
