@@ -14,3 +14,5 @@ backend <- function() {
 }
 
 num <- function(x) as.numeric(as.array(x))
+
+dtype_of <- function(x) customgrad:::py_mod("keras")$backend$standardize_dtype(x$dtype)

@@ -4,8 +4,8 @@ test_that("R arrays become tensors with the same values, column-major layout kep
   t <- as_tensor(m)
   expect_equal(tensor_dim(t), c(2L, 3L))
   expect_identical(as.array(t), m)
-  # element [2, 1] of the R matrix is element [1, 0] of the tensor
-  expect_equal(as.numeric(t[1L][0L]), m[2, 1])
+  # element [2, 1] of the R matrix is element [1, 0] of the (row-major) tensor
+  expect_equal(as.numeric(op_take(op_take(t, 1L, axis = 1), 0L)), m[2, 1])
 
   a <- array(as.double(1:24), dim = c(2, 3, 4))
   ta <- as_tensor(a)
@@ -16,8 +16,10 @@ test_that("R arrays become tensors with the same values, column-major layout kep
 
 test_that("R types map to keras dtypes: doubles to floatx, integers int32, logicals bool", {
   skip_without_python()
-  expect_equal(as_tensor(c(1, 2))$dtype$`__str__`() |> sub(pattern = ".*\\.", replacement = ""),
-               config_floatx())
+  expect_equal(dtype_of(as_tensor(c(1, 2))), config_floatx())
+  expect_equal(dtype_of(as_tensor(matrix(1, 2, 2))), "float32")
+  expect_equal(dtype_of(as_tensor(1:2)), "int32")
+  expect_equal(dtype_of(as_tensor(TRUE)), "bool")
   ti <- as_tensor(matrix(1:6, 2))
   expect_identical(as.array(ti), matrix(1:6, 2))
   tl <- as_tensor(c(TRUE, FALSE, TRUE))

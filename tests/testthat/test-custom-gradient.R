@@ -1,0 +1,156 @@
+test_that("the keras3 documentation example runs verbatim; its gradient at 100 is exactly 1", {
+  skip_without_python()
+  log1pexp <- op_custom_gradient(\(x) {
+    e <- op_exp(x)
+    grad <- function(..., upstream = NULL) {
+      upstream <- upstream %||% ..1
+      op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
+    }
+    tuple(op_log(1 + e), grad)
+  })
+  x <- op_convert_to_tensor(100)
+  expect_identical(as.numeric(op_grad(log1pexp)(x)), 1)
+  expect_identical(as.numeric(op_grad(log1pexp)(100)), 1)
+  expect_equal(as.numeric(op_grad(log1pexp)(0)), 0.5)
+  expect_equal(as.numeric(log1pexp(0)), log(2), tolerance = 1e-6)
+  # plain autodiff of the same forward gives NaN at 100 (inf / inf)
+  plain <- function(x) op_log(1 + op_exp(x))
+  expect_true(is.nan(as.numeric(op_grad(plain)(x))))
+})
+
+grad_styles <- list(
+  "function(upstream)" = function(e) function(upstream) upstream * (1 - 1 / (1 + e)),
+  "function(..., upstream = NULL)" = function(e) function(..., upstream = NULL) {
+    upstream <- upstream %||% ..1
+    upstream * (1 - 1 / (1 + e))
+  },
+  "\\(..., upstream)" = function(e) \(..., upstream) upstream * (1 - 1 / (1 + e)),
+  "function(dy)" = function(e) function(dy) dy * (1 - 1 / (1 + e)),
+  "function(...)" = function(e) function(...) ..1 * (1 - 1 / (1 + e))
+)
+
+for (style in names(grad_styles)) {
+  test_that(paste("grad written as", style, "works on", Sys.getenv("KERAS_BACKEND", "default")), {
+    skip_without_python()
+    make_grad <- grad_styles[[style]]
+    f <- op_custom_gradient(function(x) {
+      e <- op_exp(x)
+      list(op_log(1 + e), make_grad(e))
+    })
+    g <- op_grad(function(x) op_sum(f(x)))(c(-1, 0, 100))
+    expect_equal(num(g), c(1 / (1 + exp(1)), 0.5, 1), tolerance = 1e-6)
+    expect_identical(num(g)[3], 1)
+  })
+}
+
+test_that("upstream = carries the upstream gradient (scaled by the loss)", {
+  skip_without_python()
+  seen <- new.env()
+  f <- op_custom_gradient(function(x) {
+    tuple(x * 2, function(..., upstream = NULL) {
+      seen$positional <- num(..1)
+      seen$keyword <- num(upstream)
+      upstream * 2
+    })
+  })
+  g <- op_grad(function(x) op_sum(f(x) * c(3, 5)))(c(1, 1))
+  expect_equal(seen$positional, c(3, 5))
+  expect_equal(seen$keyword, c(3, 5))
+  expect_equal(num(g), c(6, 10))
+})
+
+test_that("several inputs: gradients come back as a list, NULL means zero", {
+  skip_without_python()
+  f <- op_custom_gradient(function(x, y) {
+    tuple(x * y, function(dy) list(dy * y, NULL))
+  })
+  g <- op_grad(f, argnums = c(1, 2))(3, 4)
+  expect_type(g, "list")
+  expect_length(g, 2)
+  expect_equal(num(g[[1]]), 4)
+  expect_equal(num(g[[2]]), 0)
+  expect_equal(num(op_grad(f, argnums = 2)(3, 4)), 0)
+})
+
+test_that("structured inputs: a named list argument gets a named list gradient", {
+  skip_without_python()
+  f <- op_custom_gradient(function(p) {
+    tuple(p$a * p$b, function(dy) list(a = dy * p$b, b = dy * p$a * 10))
+  })
+  g <- op_grad(f)(list(a = 2, b = 3))
+  expect_setequal(names(g), c("a", "b"))
+  expect_equal(num(g$a), 3)
+  expect_equal(num(g$b), 20)
+})
+
+test_that("several outputs: one upstream per output, positionally and as upstream =", {
+  skip_without_python()
+  f <- op_custom_gradient(function(x) {
+    tuple(tuple(x * 2, x * 3), function(dy1, dy2) dy1 * 20 + dy2 * 300)
+  })
+  h <- op_custom_gradient(function(x) {
+    tuple(list(x * 2, x * 3), \(..., upstream) upstream[[1]] * 20 + ..2 * 300)
+  })
+  loss <- function(fn) function(x) { out <- fn(x); op_sum(out[[1]]) + op_sum(out[[2]]) }
+  expect_equal(num(op_grad(loss(f))(1)), 320)
+  expect_equal(num(op_grad(loss(h))(1)), 320)
+})
+
+test_that("custom gradients compose: gradient of a gradient", {
+  skip_without_python()
+  cube <- op_custom_gradient(function(x) tuple(x^3, function(dy) dy * 3 * x^2))
+  expect_equal(num(op_grad(op_grad(cube))(2)), 12)
+})
+
+test_that("the custom gradient is used by the backend's own autodiff", {
+  b <- backend()
+  f <- op_custom_gradient(function(x) tuple(op_sin(x), function(dy) dy * 7))
+  if (b == "tensorflow") {
+    tf <- reticulate::import("tensorflow")
+    x <- tf$Variable(1)
+    with(tf$GradientTape() %as% tape, {
+      y <- f(x)
+    })
+    expect_equal(num(tape$gradient(y, x)), 7)
+  } else if (b == "torch") {
+    torch <- reticulate::import("torch")
+    x <- torch$tensor(1, requires_grad = TRUE)
+    f(x)$backward()
+    expect_equal(num(x$grad), 7)
+  } else {
+    jax <- reticulate::import("jax")
+    expect_equal(num(jax$grad(function(x) f(x))(as_tensor(1))), 7)
+    expect_equal(num(jax$jit(jax$grad(function(x) f(x)))(as_tensor(1))), 7)
+  }
+})
+
+test_that("a forward reading a keras.Variable passes variables = to the grad function", {
+  skip_without_python()
+  keras <- customgrad:::py_mod("keras")
+  w <- keras$Variable(2)
+  f <- op_custom_gradient(function(x) {
+    tuple(x * w, function(dy, variables = NULL) list(dy * w, list(dy * x * 10)))
+  })
+  g <- op_grad(function(x) f(x))(3)
+  expect_equal(num(g), 2)
+  bad <- op_custom_gradient(function(x) tuple(x * w, function(dy) dy * w))
+  expect_error(op_grad(function(x) bad(x))(3), class = "customgrad_custom_gradient_error")
+})
+
+test_that("contract violations are classed errors naming what was expected and received", {
+  skip_without_python()
+  expect_error(op_custom_gradient(3), class = "customgrad_type_error")
+  expect_error(op_custom_gradient(3), "received a double vector of length 1", ignore.case = TRUE)
+  not_pair <- op_custom_gradient(function(x) x * 2)
+  err <- expect_error(not_pair(1), class = "customgrad_custom_gradient_error")
+  expect_match(conditionMessage(err), "tuple(output, grad)", fixed = TRUE)
+  no_fn <- op_custom_gradient(function(x) tuple(x, 3))
+  expect_error(no_fn(1), class = "customgrad_custom_gradient_error")
+  # a gradient of the wrong shape: Python's CustomGradientError surfaces with its message
+  wrong <- op_custom_gradient(function(x) tuple(op_sum(x), function(dy) op_ones(c(3))))
+  err <- expect_error(op_grad(wrong)(c(1, 2)), class = "customgrad_python_error")
+  expect_match(conditionMessage(err), "shape")
+  # an R error inside the grad function keeps its class and message
+  failing <- op_custom_gradient(function(x) tuple(x, function(dy) stop("boom in grad")))
+  expect_error(op_grad(failing)(1), "boom in grad")
+})
