@@ -55,12 +55,22 @@ def vjp(f, *primals, has_aux: bool = False):
                     f"customgrad: with has_aux=True, `{getattr(f, '__name__', f)}` must return a "
                     f"pair (output, aux); received {_tree.describe(result)}."
                 )
-            result, structure["aux"] = result
+            result, aux = result
+            structure["aux"] = aux
+        else:
+            aux = None
         structure["out"] = result
-        return _tree.flatten(result)
+        out_leaves = _tree.flatten(result)
+        structure["n_out"] = len(out_leaves)
+        # aux goes out as extra outputs (with zero cotangents): under jax.vjp anything kept
+        # aside from the traced function would be a leaked tracer
+        return out_leaves + (_tree.flatten(aux) if has_aux else [])
 
-    out_leaves, back = B.vjp_flat(flat_fn, [values[i] for i in diff])
-    outputs = _tree.unflatten(structure["out"], out_leaves)
+    all_leaves, back = B.vjp_flat(flat_fn, [values[i] for i in diff])
+    n_out = structure["n_out"]
+    outputs = _tree.unflatten(structure["out"], all_leaves[:n_out])
+    if has_aux:
+        structure["aux"] = _tree.unflatten(structure["aux"], all_leaves[n_out:])
 
     def vjp_fn(cotangents):
         try:
@@ -69,7 +79,7 @@ def vjp(f, *primals, has_aux: bool = False):
             raise ValueError(
                 f"customgrad.vjp: the cotangents must have the structure of the outputs; {e}"
             ) from None
-        grads = back(ct_leaves)
+        grads = back(ct_leaves + [None] * (len(all_leaves) - n_out))
         full = [None] * len(leaves)
         for i, g in zip(diff, grads):
             full[i] = g
