@@ -156,7 +156,9 @@ as_shape <- function(x, fn = "op", arg = "shape") {
     cg_abort(c("{.fn {fn}}: {.arg {arg}} must be a shape (whole numbers).",
                x = "Received {describe_value(x)}."), "customgrad_type_error", call = NULL)
   }
-  do.call(reticulate::tuple, lapply(as.integer(x), function(v) if (is.na(v)) NULL else v))
+  # reshape's new shape takes -1 for the one unknown dimension
+  unknown <- if (identical(arg, "newshape")) -1L else NULL
+  do.call(reticulate::tuple, lapply(as.integer(x), function(v) if (is.na(v)) unknown else v))
 }
 
 # Calls keras.ops.<name> (or keras.ops.image.<name>) with converted arguments.
@@ -164,7 +166,7 @@ op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NU
                     dots_convert = as_tensor_arg) {
   mod <- py_mod(module)
   pyfn <- mod[[name]]
-  with_py_errors({
+  res <- with_py_errors({
     if (is.null(dots) && is.null(positional)) {
       do.call(pyfn, args)
     } else {
@@ -175,6 +177,11 @@ op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NU
       py_mod("glue")$call(pyfn, unname(pos), reticulate::py_dict(as.list(names(kw)), unname(kw)))
     }
   }, fn)
+  # namedtuples (TensorFlow's top_k, ...) stay Python objects in reticulate: make them lists
+  if (inherits(res, "python.builtin.tuple")) {
+    res <- lapply(seq_len(reticulate::py_len(res)) - 1L, function(i) reticulate::py_get_item(res, i))
+  }
+  res
 }
 
 #' @rdname op_convert_to_numpy

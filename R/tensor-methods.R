@@ -5,6 +5,7 @@
 tensor_classes <- c(
   "jaxlib._jax.ArrayImpl",                        # jax arrays
   "jax._src.core.Tracer",                         # jax tracers (grad, jit, vmap)
+  "jax._src.literals.TypedNdArray",               # jax's typed numpy constants (zero gradients)
   "tensorflow.python.types.core.Tensor",          # tf eager and symbolic tensors, tf variables
   "torch._C.TensorBase",                          # torch tensors and parameters
   "keras.src.backend.common.variables.Variable"   # keras.Variable on every backend
@@ -32,40 +33,53 @@ tensor_classes <- c(
 #' as.numeric(y)
 #' x > 1
 #' @rawNamespace S3method(Ops, "jaxlib._jax.ArrayImpl", tensor_ops)
+#' @rawNamespace S3method(Ops, "jax._src.literals.TypedNdArray", tensor_ops)
 #' @rawNamespace S3method(Ops, "jax._src.core.Tracer", tensor_ops)
 #' @rawNamespace S3method(Ops, "tensorflow.python.types.core.Tensor", tensor_ops)
 #' @rawNamespace S3method(Ops, "torch._C.TensorBase", tensor_ops)
 #' @rawNamespace S3method(Ops, "keras.src.backend.common.variables.Variable", tensor_ops)
 #' @rawNamespace S3method(Math, "jaxlib._jax.ArrayImpl", tensor_math)
+#' @rawNamespace S3method(Math, "jax._src.literals.TypedNdArray", tensor_math)
 #' @rawNamespace S3method(Math, "jax._src.core.Tracer", tensor_math)
 #' @rawNamespace S3method(Math, "tensorflow.python.types.core.Tensor", tensor_math)
 #' @rawNamespace S3method(Math, "torch._C.TensorBase", tensor_math)
 #' @rawNamespace S3method(Math, "keras.src.backend.common.variables.Variable", tensor_math)
 #' @rawNamespace S3method(Summary, "jaxlib._jax.ArrayImpl", tensor_summary)
+#' @rawNamespace S3method(Summary, "jax._src.literals.TypedNdArray", tensor_summary)
 #' @rawNamespace S3method(Summary, "jax._src.core.Tracer", tensor_summary)
 #' @rawNamespace S3method(Summary, "tensorflow.python.types.core.Tensor", tensor_summary)
 #' @rawNamespace S3method(Summary, "torch._C.TensorBase", tensor_summary)
 #' @rawNamespace S3method(Summary, "keras.src.backend.common.variables.Variable", tensor_summary)
 #' @rawNamespace S3method(as.array, "jaxlib._jax.ArrayImpl", tensor_as_array)
+#' @rawNamespace S3method(as.array, "jax._src.literals.TypedNdArray", tensor_as_array)
+#' @rawNamespace S3method(as.array, "jax._src.core.Tracer", tensor_as_array)
 #' @rawNamespace S3method(as.array, "tensorflow.python.types.core.Tensor", tensor_as_array)
 #' @rawNamespace S3method(as.array, "torch._C.TensorBase", tensor_as_array)
 #' @rawNamespace S3method(as.array, "keras.src.backend.common.variables.Variable", tensor_as_array)
 #' @rawNamespace S3method(as.double, "jaxlib._jax.ArrayImpl", tensor_as_double)
+#' @rawNamespace S3method(as.double, "jax._src.literals.TypedNdArray", tensor_as_double)
+#' @rawNamespace S3method(as.double, "jax._src.core.Tracer", tensor_as_double)
 #' @rawNamespace S3method(as.double, "tensorflow.python.types.core.Tensor", tensor_as_double)
 #' @rawNamespace S3method(as.double, "torch._C.TensorBase", tensor_as_double)
 #' @rawNamespace S3method(as.double, "keras.src.backend.common.variables.Variable", tensor_as_double)
 #' @rawNamespace S3method(as.integer, "jaxlib._jax.ArrayImpl", tensor_as_integer)
+#' @rawNamespace S3method(as.integer, "jax._src.literals.TypedNdArray", tensor_as_integer)
+#' @rawNamespace S3method(as.integer, "jax._src.core.Tracer", tensor_as_integer)
 #' @rawNamespace S3method(as.integer, "tensorflow.python.types.core.Tensor", tensor_as_integer)
 #' @rawNamespace S3method(as.integer, "torch._C.TensorBase", tensor_as_integer)
 #' @rawNamespace S3method(as.logical, "jaxlib._jax.ArrayImpl", tensor_as_logical)
+#' @rawNamespace S3method(as.logical, "jax._src.literals.TypedNdArray", tensor_as_logical)
+#' @rawNamespace S3method(as.logical, "jax._src.core.Tracer", tensor_as_logical)
 #' @rawNamespace S3method(as.logical, "tensorflow.python.types.core.Tensor", tensor_as_logical)
 #' @rawNamespace S3method(as.logical, "torch._C.TensorBase", tensor_as_logical)
 #' @rawNamespace S3method(print, "jaxlib._jax.ArrayImpl", tensor_print)
+#' @rawNamespace S3method(print, "jax._src.literals.TypedNdArray", tensor_print)
 #' @rawNamespace S3method(print, "jax._src.core.Tracer", tensor_print)
 #' @rawNamespace S3method(print, "tensorflow.python.types.core.Tensor", tensor_print)
 #' @rawNamespace S3method(print, "torch._C.TensorBase", tensor_print)
 #' @rawNamespace S3method(print, "keras.src.backend.common.variables.Variable", tensor_print)
 #' @rawNamespace S3method(dim, "jaxlib._jax.ArrayImpl", tensor_dim)
+#' @rawNamespace S3method(dim, "jax._src.literals.TypedNdArray", tensor_dim)
 #' @rawNamespace S3method(dim, "jax._src.core.Tracer", tensor_dim)
 #' @rawNamespace S3method(dim, "tensorflow.python.types.core.Tensor", tensor_dim)
 #' @rawNamespace S3method(dim, "torch._C.TensorBase", tensor_dim)
@@ -153,12 +167,13 @@ tensor_as_integer <- function(x, ...) as.integer(tensor_to_r_array(x, drop_dim =
 tensor_as_logical <- function(x, ...) as.logical(tensor_to_r_array(x, drop_dim = TRUE))
 
 tensor_dim <- function(x) {
-  shape <- reticulate::py_to_r(reticulate::py_get_attr(x, "shape"))
+  shape <- py_mod("glue")$shape(x)
   vapply(as.list(shape), function(d) if (is.null(d)) NA_integer_ else as.integer(d), 1L)
 }
 
 tensor_print <- function(x, ...) {
-  text <- tryCatch(reticulate::py_repr(x), error = function(e) "<tensor>")
-  cat(text, "\n", sep = "")
+  header <- tryCatch(py_mod("glue")$describe(x), error = function(e) "tensor")
+  text <- tryCatch(reticulate::py_repr(x), error = function(e) "")
+  cat("<", header, ">\n", text, "\n", sep = "")
   invisible(x)
 }

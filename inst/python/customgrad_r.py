@@ -55,7 +55,8 @@ def describe(x) -> str:
     """A short description of a tensor (for print): backend class, dtype and shape."""
     shape = tuple(getattr(x, "shape", ()))
     dtype = keras.backend.standardize_dtype(getattr(x, "dtype", None)) if hasattr(x, "dtype") else "?"
-    return f"{type(x).__module__}.{type(x).__name__} dtype={dtype} shape={shape}"
+    backend = type(x).__module__.split(".")[0]
+    return f"{backend} tensor, dtype={dtype}, shape={shape}"
 
 
 def is_tensor(x) -> bool:
@@ -87,3 +88,8 @@ def custom_gradient(r_forward, name="f"):
 def call(fn, args, kwargs):
     """Calls fn(*args, **kwargs) (used for ops with *args / **kwargs)."""
     return fn(*args, **kwargs)
+
+
+def shape(x):
+    """The static shape as a list of ints (None for unknown dimensions), on every backend."""
+    return [None if d is None else int(d) for d in tuple(x.shape)]

@@ -43,20 +43,18 @@ for (style in names(grad_styles)) {
   })
 }
 
-test_that("upstream = carries the upstream gradient (scaled by the loss)", {
+test_that("upstream = and ..1 both carry the upstream gradient (scaled by the loss)", {
   skip_without_python()
-  seen <- new.env()
-  f <- op_custom_gradient(function(x) {
-    tuple(x * 2, function(..., upstream = NULL) {
-      seen$positional <- num(..1)
-      seen$keyword <- num(upstream)
-      upstream * 2
-    })
+  by_keyword <- op_custom_gradient(function(x) {
+    tuple(x * 2, function(..., upstream = NULL) upstream * 2)
   })
-  g <- op_grad(function(x) op_sum(f(x) * c(3, 5)))(c(1, 1))
-  expect_equal(seen$positional, c(3, 5))
-  expect_equal(seen$keyword, c(3, 5))
-  expect_equal(num(g), c(6, 10))
+  by_position <- op_custom_gradient(function(x) {
+    tuple(x * 2, function(..., upstream = NULL) ..1 * 2)
+  })
+  for (f in list(by_keyword, by_position)) {
+    g <- op_grad(function(x) op_sum(f(x) * c(3, 5)))(c(1, 1))
+    expect_equal(num(g), c(6, 10))
+  }
 })
 
 test_that("several inputs: gradients come back as a list, NULL means zero", {

@@ -1,0 +1,52 @@
+test_that("op_grad: 1-based argnums, lists for several, errors for 0", {
+  skip_without_python()
+  f <- function(x, y) op_sum(x * x * y)
+  expect_equal(num(op_grad(f)(c(1, 2), 3)), c(6, 12))
+  expect_equal(num(op_grad(f, argnums = 2)(c(1, 2), 3)), 5)
+  both <- op_grad(f, argnums = c(1, 2))(c(1, 2), 3)
+  expect_length(both, 2)
+  expect_equal(num(both[[2]]), 5)
+  err <- expect_error(op_grad(f, argnums = 0), class = "customgrad_argnums_error")
+  expect_match(conditionMessage(err), "1-based")
+  expect_error(op_grad(3), class = "customgrad_type_error")
+  err <- expect_error(op_grad(function(x) x * 2)(c(1, 2)), class = "customgrad_python_error")
+  expect_match(conditionMessage(err), "scalar")
+})
+
+test_that("op_value_and_grad returns the value and the gradient; has_aux", {
+  skip_without_python()
+  vg <- op_value_and_grad(function(x) op_sum(x^2))(c(1, 2))
+  expect_equal(num(vg[[1]]), 5)
+  expect_equal(num(vg[[2]]), c(2, 4))
+  ga <- op_grad(function(x) list(op_sum(x^2), x * 10), has_aux = TRUE)(c(1, 2))
+  expect_equal(num(ga[[1]]), c(2, 4))
+  expect_equal(num(ga[[2]]), c(10, 20))
+})
+
+test_that("op_vjp returns outputs and a pullback", {
+  skip_without_python()
+  res <- op_vjp(function(x) x * 3, c(1, 2))
+  expect_equal(num(res[[1]]), c(3, 6))
+  expect_equal(num(res[[2]](as_tensor(c(1, 10)))[[1]]), c(3, 30))
+})
+
+test_that("op_check_gradients passes a right gradient and catches a wrong one", {
+  skip_without_python()
+  skip_if_not(reticulate::py_has_attr(customgrad:::py_mod("customgrad"), "check_gradients"),
+              "customgrad.check_gradients is not in this Python customgrad yet")
+  good <- op_custom_gradient(function(x) tuple(x^3, function(dy) dy * 3 * x^2))
+  report <- op_check_gradients(good, c(0.5, 1.5))
+  expect_s3_class(report, "customgrad_gradient_check")
+  expect_true(report$passed)
+  expect_gt(nrow(report$checks), 0)
+  expect_true(op_check_gradients(good, c(0.5, 1.5), order = 2)$passed)
+  expect_true(op_check_gradients(good, c(0.5, 1.5), against = "autodiff")$passed)
+  wrong <- op_custom_gradient(function(x) tuple(x^3, function(dy) dy * 2 * x^2))
+  err <- expect_error(op_check_gradients(wrong, c(0.5, 1.5)),
+                      class = "customgrad_gradient_check_error")
+  expect_match(conditionMessage(err), "gradient is wrong")
+  expect_false(err$report$passed)
+  quiet <- op_check_gradients(wrong, c(0.5, 1.5), raise_on_failure = FALSE)
+  expect_false(quiet$passed)
+  expect_error(op_check_gradients(good, 1, order = 3), class = "customgrad_argument_error")
+})
