@@ -1,0 +1,197 @@
+"""Data-parallel training of a model with custom-gradient layers, on each framework's own engine,
+compared with single-device training. Run as `python data_parallel.py BACKEND` (the backend's
+device set-up must happen before Keras starts, so each backend is its own process); prints one
+`max weight difference: X` line per comparison and exits non-zero if any exceeds its tolerance.
+
+jax:        keras.distribution.DataParallel over 4 virtual CPU devices, and a sharded jax.jit
+tensorflow: tf.distribute.MirroredStrategy over 2 logical CPU devices
+torch:      DistributedDataParallel with gloo, 2 processes on 127.0.0.1
+"""
+
+import os
+import sys
+
+BACKEND = sys.argv[1]
+os.environ["KERAS_BACKEND"] = BACKEND
+if BACKEND == "jax":
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+
+import numpy as np  # noqa: E402
+
+TOLERANCE = 1e-4
+STEPS, BATCH, LR = 8, 32, 0.05
+
+
+def data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(STEPS * BATCH, 4)).astype("float32")
+    y = (np.sin(x[:, :1]) + x[:, 1:2] ** 2 * 0.1).astype("float32")
+    return x, y
+
+
+def build_model():
+    import keras
+    from keras import ops
+
+    import customgrad
+    from customgrad.layers import GradientReversal
+
+    class ClosureDense(keras.layers.Layer):
+        """Reads its kernel inside the custom-gradient function (variables= convention)."""
+
+        def build(self, shape):
+            self.kernel = self.add_weight(shape=(shape[-1], 1), initializer="glorot_uniform",
+                                          name="kernel")
+
+        def call(self, x):
+            @customgrad.custom_gradient
+            def f(x):
+                def grad(dy, variables=None):
+                    return (ops.matmul(dy, ops.transpose(self.kernel)),
+                            [ops.matmul(ops.transpose(x), dy)])
+
+                return ops.matmul(x, self.kernel), grad
+
+            return f(x)
+
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((4,))
+    h = keras.layers.Dense(8, activation="tanh")(inputs)
+    # two reversals compose to the identity gradient: the model trains normally through them
+    h = GradientReversal(scale=1.0)(GradientReversal(scale=1.0)(h))
+    return keras.Model(inputs, ClosureDense()(h))
+
+
+def report(name, a, b, initial=None):
+    diff = max(float(np.max(np.abs(u - v))) for u, v in zip(a, b))
+    print(f"{BACKEND} {name}: max weight difference: {diff:.3g}", flush=True)
+    if initial is not None:
+        # the comparison means something only if training moved every weight array
+        moved = min(float(np.max(np.abs(u - w))) for u, w in zip(a, initial))
+        print(f"{BACKEND} {name}: smallest change of a weight array: {moved:.3g}", flush=True)
+        if moved < 1e-3:
+            return False
+    return diff <= TOLERANCE
+
+
+def initial_weights():
+    return [np.asarray(w) for w in build_model().get_weights()]
+
+
+def fit(model, x, y):
+    import keras
+
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    return [np.asarray(w) for w in model.get_weights()]
+
+
+def run_jax():
+    import jax
+    import keras
+    from keras import ops
+
+    import customgrad
+
+    assert len(jax.devices()) == 4, jax.devices()
+    x, y = data()
+    single = fit(build_model(), x, y)
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    parallel = fit(build_model(), x, y)
+    keras.distribution.set_distribution(None)
+    ok = report("DataParallel(4 devices) vs single device", single, parallel, initial_weights())
+
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    @customgrad.custom_gradient
+    def log1pexp(v):
+        e = ops.exp(v)
+        return ops.log(1.0 + e), lambda dy: dy * (1.0 - 1.0 / (1.0 + e))
+
+    mesh = Mesh(np.array(jax.devices()), ("batch",))
+    sharding = NamedSharding(mesh, PartitionSpec("batch"))
+    values = np.linspace(-50, 120, 64).astype("float32")
+    step = jax.jit(jax.grad(lambda v: ops.sum(log1pexp(v))))
+    sharded_grad = step(jax.device_put(values, sharding))
+    assert len(sharded_grad.sharding.device_set) == 4
+    reference = 1.0 / (1.0 + np.exp(-values.astype("float64")))
+    ok &= report("sharded jax.jit of log1pexp vs sigmoid", [np.asarray(sharded_grad)], [reference])
+    return ok
+
+
+def run_tensorflow():
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    x, y = data()
+    single = fit(build_model(), x, y)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert strategy.num_replicas_in_sync == 2
+    with strategy.scope():
+        model = build_model()
+    parallel = fit(model, x, y)
+    return report("MirroredStrategy(2 CPUs) vs single device", single, parallel,
+                  initial_weights())
+
+
+def _torch_worker(rank, world, port, x, y, queue):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    model = build_model()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    half = BATCH // world
+    for step in range(STEPS):
+        lo = step * BATCH + rank * half
+        xb, yb = torch.from_numpy(x[lo:lo + half]), torch.from_numpy(y[lo:lo + half])
+        optimizer.zero_grad()
+        loss = torch.mean((ddp(xb) - yb) ** 2)
+        loss.backward()  # DDP averages the gradients of the two halves
+        optimizer.step()
+    if rank == 0:
+        queue.put([w.detach().numpy().copy() for w in model.parameters()])
+    dist.destroy_process_group()
+
+
+def run_torch():
+    import socket
+
+    import torch
+    import torch.multiprocessing as mp
+
+    x, y = data()
+    model = build_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    for step in range(STEPS):
+        xb = torch.from_numpy(x[step * BATCH:(step + 1) * BATCH])
+        yb = torch.from_numpy(y[step * BATCH:(step + 1) * BATCH])
+        optimizer.zero_grad()
+        torch.mean((model(xb) - yb) ** 2).backward()
+        optimizer.step()
+    single = [w.detach().numpy().copy() for w in model.parameters()]
+
+    with socket.socket() as s:  # a free port on loopback
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_torch_worker, args=(r, 2, port, x, y, queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    parallel = queue.get(timeout=300)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0, f"DDP worker exited with {p.exitcode}"
+    initial = [w.detach().numpy().copy() for w in build_model().parameters()]
+    return report("DistributedDataParallel(gloo, 2 processes) vs single process", single, parallel,
+                  initial)
+
+
+if __name__ == "__main__":
+    ok = {"jax": run_jax, "tensorflow": run_tensorflow, "torch": run_torch}[BACKEND]()
+    sys.exit(0 if ok else 1)
