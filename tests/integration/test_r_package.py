@@ -1,0 +1,141 @@
+"""Runs the R package's testthat suite and renders its vignettes, once per Keras backend.
+
+Each backend gets its own Rscript process (Keras fixes its backend per process; reticulate
+starts Python inside R). The R results come back as a tab-separated file written by testthat's
+ListReporter results, so a failing R test fails here with its file, name and message. rpy2 is not
+used at all: reticulate inside an rpy2-hosted R aborts when R's garbage collector releases Python
+objects.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = ["jax", "tensorflow", "torch"]
+VIGNETTES = ["getting-started", "checking-gradients"]
+R_TIMEOUT = 300
+
+RUN_TESTS = r"""
+args <- commandArgs(trailingOnly = TRUE)
+out <- args[[1]]
+suppressPackageStartupMessages({library(testthat); library(customgrad)})
+t0 <- Sys.time()
+res <- testthat::test_dir("tests/testthat", package = "customgrad", load_package = "installed",
+                          reporter = "summary", stop_on_failure = FALSE, stop_on_warning = FALSE)
+rows <- list()
+clean <- function(x) gsub("[\t\r\n]+", " ", paste(x, collapse = " "))
+for (t in res) {
+  status <- "passed"; msg <- ""
+  for (e in t$results) {
+    cls <- if (inherits(e, "expectation_error")) "error" else
+      if (inherits(e, "expectation_failure")) "failed" else
+      if (inherits(e, "expectation_skip")) "skipped" else
+      if (inherits(e, "expectation_warning")) "warning" else "ok"
+    if (cls %in% c("error", "failed") || (cls == "skipped" && status == "passed")) {
+      if (status %in% c("passed", "skipped", "warning")) { status <- cls; msg <- conditionMessage(e) }
+    } else if (cls == "warning" && status == "passed") {
+      status <- "warning"; msg <- conditionMessage(e)
+    }
+  }
+  rows[[length(rows) + 1]] <- data.frame(file = t$file, test = clean(t$test), status = status,
+    expectations = length(t$results), message = clean(msg), stringsAsFactors = FALSE)
+}
+df <- do.call(rbind, rows)
+write.table(df, out, sep = "\t", quote = FALSE, row.names = FALSE)
+cat(sprintf("\n[R tests, %s] %d tests in %.1f s\n", config_backend(), nrow(df),
+            as.numeric(difftime(Sys.time(), t0, units = "secs"))))
+"""
+
+RENDER = r"""
+args <- commandArgs(trailingOnly = TRUE)
+out <- rmarkdown::render(args[[1]], output_dir = args[[2]], intermediates_dir = args[[2]],
+                         envir = new.env(), quiet = TRUE, clean = FALSE)
+cat(out, "\n")
+"""
+
+
+def _env(backend: str) -> dict:
+    env = dict(os.environ)
+    lib = str(ROOT / ".Rlib")
+    env["R_LIBS"] = lib + (os.pathsep + env["R_LIBS"] if env.get("R_LIBS") else "")
+    env["KERAS_BACKEND"] = backend
+    env["CUSTOMGRAD_PYTHON"] = str(ROOT / ".venv" / "bin" / "python")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.pop("RETICULATE_PYTHON", None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def r_package():
+    """Rscript exists and the package is installed (and current) in .Rlib via scripts/setup.sh."""
+    if shutil.which("Rscript") is None:
+        pytest.fail("Rscript is not installed; run `make setup` (installs R from Debian)")
+    if not (ROOT / "DESCRIPTION").exists():
+        pytest.fail("no DESCRIPTION at the repository root: the R package is missing")
+    proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, f"scripts/setup.sh failed:\n{proc.stdout}\n{proc.stderr}"
+    assert (ROOT / ".Rlib" / "customgrad" / "DESCRIPTION").exists(), "customgrad not in .Rlib"
+    return ROOT / ".Rlib"
+
+
+def _rscript(code: str, args: list, backend: str, tmp: Path) -> subprocess.CompletedProcess:
+    script = tmp / "run.R"
+    script.write_text(code)
+    return subprocess.run(["Rscript", "--vanilla", str(script), *map(str, args)], cwd=ROOT,
+                          env=_env(backend), capture_output=True, text=True, timeout=R_TIMEOUT)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_r_testthat_suite(backend, r_package, tmp_path):
+    results = tmp_path / "results.tsv"
+    proc = _rscript(RUN_TESTS, [results], backend, tmp_path)
+    output = proc.stdout + proc.stderr
+    sys.stdout.write(output[-4000:])  # shown by pytest for failing tests (and with -s)
+    assert results.exists(), f"the R suite did not finish (exit {proc.returncode}):\n{output[-6000:]}"
+    with open(results, newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    bad = [r for r in rows if r["status"] in ("failed", "error")]
+    skipped = [r for r in rows if r["status"] == "skipped"]
+    for r in skipped:
+        print(f"R test skipped on {backend}: {r['file']}: {r['test']}: {r['message']}")
+    assert not bad, f"{len(bad)} R test(s) failed on {backend}:\n" + "\n".join(
+        f"  {r['file']}: {r['test']} [{r['status']}]: {r['message']}" for r in bad)
+    assert proc.returncode == 0, f"Rscript exited with {proc.returncode}:\n{output[-6000:]}"
+    assert len(rows) >= 30, f"only {len(rows)} R tests ran on {backend}"
+    assert len(skipped) < len(rows) // 2, f"most R tests were skipped on {backend}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("vignette", VIGNETTES)
+def test_r_vignette_renders(vignette, backend, r_package, tmp_path):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    # render from a copy so that nothing is written next to the sources
+    src = tmp_path / f"{vignette}.Rmd"
+    shutil.copy(ROOT / "vignettes" / f"{vignette}.Rmd", src)
+    proc = _rscript(RENDER, [src, out_dir], backend, tmp_path)
+    html = out_dir / f"{vignette}.html"
+    assert proc.returncode == 0 and html.exists(), (
+        f"rendering {vignette}.Rmd failed on {backend}:\n{(proc.stdout + proc.stderr)[-6000:]}")
+    assert html.stat().st_size > 1000
+    # the knitted markdown (kept with clean = FALSE) has the chunk outputs as plain text
+    knit_md = out_dir / f"{vignette}.knit.md"
+    text = knit_md.read_text(errors="replace")
+    assert f'#> [1] "{backend}"' in text, "the vignette does not show the active backend"
+    assert "Error" not in text.replace("customgrad_gradient_check_error", ""), "an R error in the output"
+    if vignette == "getting-started":
+        assert "NaN" in text, "plain autodiff should give NaN at 100"
+        assert "as.numeric(g)\n#> [1] 1\n" in text, "the custom gradient at 100 should be exactly 1"
+    else:
+        assert '#> [1] "customgrad_gradient_check_error"' in text, "the wrong gradient was not caught"
+        assert "report$passed\n#> [1] TRUE" in text, "the fixed gradient did not pass"
