@@ -253,6 +253,19 @@ def _check_directions(problem, rng, tol, eps, directions, report, name, f=None):
             report.checks.append(Check(name, problem.paths[leaf_index], error, allowed))
 
 
+def _worst_element(name, path, got, expected, tol, index_text=None) -> Check:
+    """One Check for the element of `got` furthest outside its tolerance around `expected`."""
+    err = np.abs(got - expected)
+    if err.size == 0:
+        return Check(name, path, 0.0, tol[0])
+    allowed = tol[0] + tol[1] * np.abs(expected)
+    ratio = np.where(np.isfinite(err), err / allowed, np.inf)
+    at = np.unravel_index(int(np.argmax(ratio)), err.shape)
+    text = index_text(at) if index_text else ", ".join(map(str, at))
+    error = float(err[at]) if np.isfinite(err[at]) else math.inf
+    return Check(name, f"{path}[{text}]" if text else path, error, float(allowed[at]))
+
+
 def _check_jacobian(problem, tol, eps, report):
     base = [_np(v) for v in problem.values]
     outs = problem.call_float64(base)
@@ -263,32 +276,30 @@ def _check_jacobian(problem, tol, eps, report):
             f"customgrad.check_gradients: jacobian=True is for small inputs (inputs x outputs "
             f"<= 4096); received {n_in} input and {n_out} output elements."
         )
-    rows = []  # J^T e_k for each output element k, through autodiff
+    if problem.fd_dtype != "float64":
+        eps = max(eps, 1e-3)
+    # rows[k]: J^T e_k for output element k, through autodiff (custom gradients included)
+    rows = []
     for j, o in enumerate(outs):
         for idx in np.ndindex(o.shape):
             u = [np.zeros(x.shape) for x in outs]
             u[j][idx] = 1.0
             rows.append(problem.custom_vjp(u))
     for k, leaf_index in enumerate(problem.index):
-        worst, allowed_at_worst = 0.0, 0.0
+        custom = np.stack([row[k] for row in rows], axis=-1)  # (*leaf shape, n_out)
+        fd = np.zeros_like(custom)
         for idx in np.ndindex(base[k].shape):
             plus, minus = list(base), list(base)
             plus[k], minus[k] = base[k].copy(), base[k].copy()
             plus[k][idx] += eps
             minus[k][idx] -= eps
-            column = np.concatenate([
+            fd[idx] = np.concatenate([
                 ((fp - fm) / (2 * eps)).ravel()
                 for fp, fm in zip(problem.call_float64(plus), problem.call_float64(minus))
             ])
-            custom = np.array([row[k][idx] for row in rows])
-            err = np.abs(custom - column)
-            allowed = tol[0] + tol[1] * np.abs(column)
-            ratio = np.where(np.isfinite(err), err / allowed, np.inf)
-            at = int(np.argmax(ratio))
-            if ratio[at] > (worst / allowed_at_worst if allowed_at_worst else 0) or not worst:
-                worst, allowed_at_worst = float(err[at]), float(allowed[at])
-                where = f"{problem.paths[leaf_index]}[{', '.join(map(str, idx))}]"
-        report.checks.append(Check("Jacobian vs finite differences", where, worst, allowed_at_worst))
+        report.checks.append(_worst_element(
+            "Jacobian vs finite differences", problem.paths[leaf_index], custom, fd, tol,
+            lambda at: f"{', '.join(map(str, at[:-1]))}] [output element {at[-1]}"))
 
 
 def _check_against_autodiff(problem, rng, tol, report):
@@ -306,15 +317,8 @@ def _check_against_autodiff(problem, rng, tol, report):
     custom = problem.custom_vjp(u)
     auto = problem.custom_vjp(u, plain)
     for k, leaf_index in enumerate(problem.index):
-        err = np.abs(custom[k] - auto[k])
-        allowed = tol[0] + tol[1] * np.abs(auto[k])
-        ratio = np.where(np.isfinite(err), err / allowed, np.inf)
-        at = np.unravel_index(int(np.argmax(ratio)), err.shape) if err.size else ()
-        where = problem.paths[leaf_index] + (f"[{', '.join(map(str, at))}]" if at else "")
-        error = float(err[at]) if err.size else 0.0
-        report.checks.append(Check("custom VJP vs plain autodiff", where,
-                                   error if math.isfinite(error) else math.inf,
-                                   float(allowed[at]) if err.size else tol[0]))
+        report.checks.append(_worst_element(
+            "custom VJP vs plain autodiff", problem.paths[leaf_index], custom[k], auto[k], tol))
 
 
 def _check_second_order(problem, rng, tol, eps, directions, report):

@@ -207,3 +207,14 @@ def test_checker_rejects_bad_options():
         customgrad.check_gradients(ops.sin, t([1.0]), against="autodiff")
     with pytest.raises(ValueError, match="has no floating-point tensor among its positional"):
         customgrad.check_gradients(log1pexp, 3)
+
+
+def test_checker_full_jacobian_names_the_wrong_element():
+    # y_i = sin(x_i) * x_0: grad_fn forgets the x_0 cross term (column 0 of the Jacobian)
+    missing_cross_term = customgrad.custom_gradient(
+        lambda x: (ops.sin(x) * x[0], lambda dy: dy * ops.cos(x) * x[0]))
+    report = customgrad.check_gradients(missing_cross_term, t([1.0, 2.0]), jacobian=True,
+                                        raise_on_failure=False)
+    jacobian = [c for c in report.checks if c.name == "Jacobian vs finite differences"]
+    assert [c.where for c in jacobian] == ["args[0][0] [output element 1]"]
+    assert not jacobian[0].passed
