@@ -61,7 +61,10 @@ NULL
 
 # ---- errors ------------------------------------------------------------------------------------
 
-cg_abort <- function(message, class = NULL, ..., call = rlang::caller_env(),
+#' @importFrom rlang caller_env
+NULL
+
+cg_abort <- function(message, class = NULL, ..., call = caller_env(),
                      .envir = parent.frame()) {
   cli::cli_abort(message, class = c(class, "customgrad_error"), ..., call = call,
                  .envir = .envir)

@@ -89,9 +89,13 @@ test_that("several outputs: one upstream per output, positionally and as upstrea
   h <- op_custom_gradient(function(x) {
     tuple(list(x * 2, x * 3), \(..., upstream) upstream[[1]] * 20 + ..2 * 300)
   })
+  k <- op_custom_gradient(function(x) {
+    tuple(list(x * 2, x * 3), function(upstream) upstream[[1]] * 20 + upstream[[2]] * 300)
+  })
   loss <- function(fn) function(x) { out <- fn(x); op_sum(out[[1]]) + op_sum(out[[2]]) }
   expect_equal(num(op_grad(loss(f))(1)), 320)
   expect_equal(num(op_grad(loss(h))(1)), 320)
+  expect_equal(num(op_grad(loss(k))(1)), 320)
 })
 
 test_that("custom gradients compose: gradient of a gradient", {
