@@ -106,6 +106,16 @@ wrap_r_function <- function(f) {
 
 # ---- argument conventions of the generated ops ---------------------------------------------
 
+# Index tensors (indices, segment_ids): whole R doubles become int32 (values are 0-based).
+as_index_arg <- function(x) {
+  if (is.double(x) && !anyNA(x) && all(x == round(x)) && all(abs(x) < .Machine$integer.max)) {
+    d <- dim(x)
+    x <- as.integer(x)
+    dim(x) <- d
+  }
+  as_tensor_arg(x)
+}
+
 # 1-based axis -> 0-based; negative axes count from the end as in Python; 0 is an error.
 as_axis <- function(axis, fn = "op", arg = "axis") {
   if (is.null(axis)) return(NULL)

@@ -4555,14 +4555,14 @@ op_scan <- function(f, init, xs = NULL, length = NULL, reverse = FALSE, unroll =
 #'
 #' ```python zeros = keras.ops.zeros(shape) output = keras.ops.scatter_update(zeros, indices, values) ```
 #'
-#' @param indices A tensor or list/tuple specifying indices for the values in `values`.
+#' @param indices A tensor or list/tuple specifying indices for the values in `values`. (0-based, as in Keras; whole R doubles become int32.)
 #' @param values A tensor, the values to be set at `indices`.
 #' @param shape Shape of the output tensor. (Whole numbers; NA for an unknown dimension.)
 #' @return A tensor.
 #' @export
 op_scatter <- function(indices, values, shape) {
   args <- list(
-    indices = as_tensor_arg(indices),
+    indices = as_index_arg(indices),
     values = as_tensor_arg(values),
     shape = as_shape(shape, "op_scatter", "shape")
   )
@@ -4580,7 +4580,7 @@ op_scatter <- function(indices, values, shape) {
 #' ```python inputs = np.zeros((4, 4, 4)) indices = [[1, 2, 3], [0, 1, 3]] updates = np.array([1., 1.]) inputs = keras.ops.scatter_update(inputs, indices, updates) ```
 #'
 #' @param inputs A tensor, the tensor to be updated.
-#' @param indices A tensor or list/tuple of shape `(N, inputs.ndim)`, specifying indices to update. `N` is the number of indices to update, must be equal to the first dimension of `updates`.
+#' @param indices A tensor or list/tuple of shape `(N, inputs.ndim)`, specifying indices to update. `N` is the number of indices to update, must be equal to the first dimension of `updates`. (0-based, as in Keras; whole R doubles become int32.)
 #' @param updates A tensor, the new values to be put to `inputs` at `indices`.
 #' @param reduction A string specifying the reduction operation to apply when multiple updates target the same index. Supported values are: `None` (default): Updates replace existing values (last write wins). `"add"`: Updates are added to existing values. `"max"`: The maximum of updates and existing values is kept. `"min"`: The minimum of updates and existing values is kept. `"mul"`: Updates are multiplied with existing values.
 #' @return A tensor, has the same shape and dtype as `inputs`.
@@ -4588,7 +4588,7 @@ op_scatter <- function(indices, values, shape) {
 op_scatter_update <- function(inputs, indices, updates, reduction = NULL) {
   args <- list(
     inputs = as_tensor_arg(inputs),
-    indices = as_tensor_arg(indices),
+    indices = as_index_arg(indices),
     updates = as_tensor_arg(updates),
     reduction = as_tensor_arg(reduction)
   )
@@ -4618,7 +4618,7 @@ op_searchsorted <- function(sorted_sequence, values, side = "left") {
 #' Calls `keras.ops.segment_max` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match.
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match. (0-based, as in Keras; whole R doubles become int32.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
 #' @return A tensor containing the max of segments, where each element represents the max of the corresponding segment in `data`.
@@ -4626,7 +4626,7 @@ op_searchsorted <- function(sorted_sequence, values, side = "left") {
 op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
     data = as_tensor_arg(data),
-    segment_ids = as_tensor_arg(segment_ids),
+    segment_ids = as_index_arg(segment_ids),
     num_segments = as_py_int(num_segments, "op_segment_max", "num_segments"),
     sorted = as_tensor_arg(sorted)
   )
@@ -4638,7 +4638,7 @@ op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' Calls `keras.ops.segment_min` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match.
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match. (0-based, as in Keras; whole R doubles become int32.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
 #' @return A tensor containing the min of segments, where each element represents the min of the corresponding segment in `data`.
@@ -4646,7 +4646,7 @@ op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 op_segment_min <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
     data = as_tensor_arg(data),
-    segment_ids = as_tensor_arg(segment_ids),
+    segment_ids = as_index_arg(segment_ids),
     num_segments = as_py_int(num_segments, "op_segment_min", "num_segments"),
     sorted = as_tensor_arg(sorted)
   )
@@ -4658,7 +4658,7 @@ op_segment_min <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' Calls `keras.ops.segment_prod` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A 1-D tensor containing segment indices for each element in `data`. `data.shape[0]` should match `segment_ids.shape[0]`.
+#' @param segment_ids A 1-D tensor containing segment indices for each element in `data`. `data.shape[0]` should match `segment_ids.shape[0]`. (0-based, as in Keras; whole R doubles become int32.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
 #' @return A tensor containing the product of segments, where each element represents the product of the corresponding segment in `data`.
@@ -4666,7 +4666,7 @@ op_segment_min <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
     data = as_tensor_arg(data),
-    segment_ids = as_tensor_arg(segment_ids),
+    segment_ids = as_index_arg(segment_ids),
     num_segments = as_py_int(num_segments, "op_segment_prod", "num_segments"),
     sorted = as_tensor_arg(sorted)
   )
@@ -4678,7 +4678,7 @@ op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FAL
 #' Calls `keras.ops.segment_sum` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. Num dims for segment ids should be strictly smaller or equal to number of dims in data.
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. Num dims for segment ids should be strictly smaller or equal to number of dims in data. (0-based, as in Keras; whole R doubles become int32.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
 #' @return A tensor containing the sum of segments, where each element represents the sum of the corresponding segment in `data`.
@@ -4686,7 +4686,7 @@ op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FAL
 op_segment_sum <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
     data = as_tensor_arg(data),
-    segment_ids = as_tensor_arg(segment_ids),
+    segment_ids = as_index_arg(segment_ids),
     num_segments = as_py_int(num_segments, "op_segment_sum", "num_segments"),
     sorted = as_tensor_arg(sorted)
   )
@@ -5446,14 +5446,14 @@ op_switch <- function(index, branches, ...) {
 #' Calls `keras.ops.take` (keras 3.15.1) on the active backend.
 #'
 #' @param x Source tensor.
-#' @param indices The indices of the values to extract.
+#' @param indices The indices of the values to extract. (0-based, as in Keras; whole R doubles become int32.)
 #' @param axis The axis over which to select values. By default, the flattened input tensor is used. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
 #' @return The corresponding tensor of values.
 #' @export
 op_take <- function(x, indices, axis = NULL) {
   args <- list(
     x = as_tensor_arg(x),
-    indices = as_tensor_arg(indices),
+    indices = as_index_arg(indices),
     axis = as_axis(axis, "op_take", "axis")
   )
   op_call("take", args, "op_take")
@@ -5464,14 +5464,14 @@ op_take <- function(x, indices, axis = NULL) {
 #' Calls `keras.ops.take_along_axis` (keras 3.15.1) on the active backend.
 #'
 #' @param x Source tensor.
-#' @param indices The indices of the values to extract.
+#' @param indices The indices of the values to extract. (0-based, as in Keras; whole R doubles become int32.)
 #' @param axis The axis over which to select values. By default, the flattened input tensor is used. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
 #' @return The corresponding tensor of values.
 #' @export
 op_take_along_axis <- function(x, indices, axis = NULL) {
   args <- list(
     x = as_tensor_arg(x),
-    indices = as_tensor_arg(indices),
+    indices = as_index_arg(indices),
     axis = as_axis(axis, "op_take_along_axis", "axis")
   )
   op_call("take_along_axis", args, "op_take_along_axis")
@@ -5809,13 +5809,13 @@ op_unique <- function(x, sorted = TRUE, return_index = FALSE, return_inverse = F
 #'
 #' Calls `keras.ops.unravel_index` (keras 3.15.1) on the active backend.
 #'
-#' @param indices An integer or array of integers representing flat indices.
+#' @param indices An integer or array of integers representing flat indices. (0-based, as in Keras; whole R doubles become int32.)
 #' @param shape The shape of the array to unravel into. (Whole numbers; NA for an unknown dimension.)
 #' @return Tuple of arrays for each dimension with unraveled indices.
 #' @export
 op_unravel_index <- function(indices, shape) {
   args <- list(
-    indices = as_tensor_arg(indices),
+    indices = as_index_arg(indices),
     shape = as_shape(shape, "op_unravel_index", "shape")
   )
   op_call("unravel_index", args, "op_unravel_index")

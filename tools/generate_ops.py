@@ -6,7 +6,8 @@
 
 Conventions applied to the arguments (see R/convert.R):
   * axis-like arguments are 1-based in R (0 is an error; negative counts from the end);
-  * shape arguments become tuples of ints; count-like arguments become ints;
+  * shape arguments become tuples of ints; count-like arguments become ints; index tensors
+    (indices, segment_ids) become int32 tensors from whole R numbers (values stay 0-based);
   * everything else goes through as_tensor_arg(): R arrays and vectors become tensors (doubles of
     the default float dtype), R scalars Python scalars, R functions Python callables.
 The output depends only on the keras version (sorted names, no timestamps), not on the backend.
@@ -32,6 +33,7 @@ SKIP = {"custom_gradient", "convert_to_numpy"}
 AXIS_ARGS = {"axis", "axis1", "axis2", "axisa", "axisb", "axisc", "source", "destination"}
 AXES_ARE_AXES = {"transpose", "moments", "rot90"}  # elsewhere (tensordot) `axes` is a count
 SHAPE_ARGS = {"shape", "newshape"}
+INDEX_ARGS = {"indices", "segment_ids"}  # integer tensors: whole R doubles become int32 (0-based)
 INT_ARGS = {
     "k", "num", "offset", "indices_or_sections", "repeats", "num_classes", "num_segments",
     "length", "sequence_length", "sequence_stride", "fft_length", "minlength", "n", "kth",
@@ -90,6 +92,8 @@ def category(op: str, arg: str) -> str:
         return "shape"
     if arg in INT_ARGS:
         return "int"
+    if arg in INDEX_ARGS:
+        return "index"
     if arg == "dtype":
         return "plain"
     return "tensor"
@@ -102,6 +106,8 @@ def convert_expr(cat: str, rname: str, fn: str, pyname: str) -> str:
         return f'as_shape({rname}, "{fn}", "{pyname}")'
     if cat == "int":
         return f'as_py_int({rname}, "{fn}", "{pyname}")'
+    if cat == "index":
+        return f"as_index_arg({rname})"
     if cat == "plain":
         return rname
     return f"as_tensor_arg({rname})"
@@ -178,6 +184,8 @@ def roxygen(fn: str, pyname: str, module: str, params: list, doc: str, version: 
                 text += " (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)"
             elif cat == "shape":
                 text += " (Whole numbers; NA for an unknown dimension.)"
+            elif cat == "index":
+                text += " (0-based, as in Keras; whole R doubles become int32.)"
         out.append(f"#' @param {rname} {rd_escape(text)}")
     out.append(f"#' @return {rd_escape(returns or 'A tensor.')}")
     out.append("#' @export")

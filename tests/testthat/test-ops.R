@@ -91,6 +91,9 @@ test_that("a representative set of ops computes what R computes", {
   # (a b) -> b a of 0:5 is the 3 x 2 tensor [[0, 3], [1, 4], [2, 5]]
   expect_equal(as.array(op_rearrange(op_arange(6L), "(a b) -> b a", a = 2)),
                matrix(c(0L, 1L, 2L, 3L, 4L, 5L), 3, 2))
+  expect_equal(num(op_take(c(10, 20, 30), c(0, 2))), c(10, 30))  # indices stay 0-based
+  expect_equal(num(op_take_along_axis(c(10, 20, 30), c(2, 1), axis = 1)), c(30, 20))
+  expect_equal(num(op_segment_sum(c(1, 2, 3), c(0, 0, 1), num_segments = 2)), c(3, 3))
   top <- op_top_k(c(1, 9, 5), k = 2)
   expect_equal(num(top[[1]]), c(9, 5))
 })
