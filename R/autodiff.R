@@ -23,8 +23,23 @@ as_argnums <- function(argnums, what) {
   if (length(argnums) == 1L) argnums else do.call(reticulate::tuple, as.list(argnums))
 }
 
-call_args <- function(...) {
-  lapply(list(...), function(a) if (is.list(a)) as_tensor_arg(a) else as_tensor(a))
+call_args <- function(..., .f = NULL) {
+  args <- positional_args(.f, list(...))
+  lapply(args, function(a) if (is.list(a)) as_tensor_arg(a) else as_tensor(a))
+}
+
+# R callers name arguments freely; Python gives gradients only to positional ones. Named
+# arguments that match formals of `f` are passed positionally, in the order of the formals.
+positional_args <- function(f, args) {
+  f <- attr(f, "r_function") %||% f
+  nms <- names(args)
+  if (!is.function(f) || is.null(nms) || !any(nzchar(nms))) return(args)
+  fm <- names(formals(f))
+  if (is.null(fm) || "..." %in% fm) return(args)
+  mc <- match.call(f, as.call(c(list(as.name("f")), args)))
+  out <- as.list(mc)[-1]
+  if (!all(names(out) %in% fm)) return(args)
+  unname(out[order(match(names(out), fm))])
 }
 
 #' Gradients on any backend
@@ -53,7 +68,7 @@ op_grad <- function(f, argnums = 1L, has_aux = FALSE) {
   pyf <- r_fn_to_py(f, "op_grad")
   nums <- as_argnums(argnums, "op_grad")
   g <- with_py_errors(py_mod("customgrad")$grad(pyf, argnums = nums, has_aux = has_aux), "op_grad")
-  function(...) with_py_errors(do.call(g, call_args(...)), "op_grad")
+  function(...) with_py_errors(do.call(g, call_args(..., .f = f)), "op_grad")
 }
 
 #' @rdname op_grad
@@ -63,7 +78,7 @@ op_value_and_grad <- function(f, argnums = 1L, has_aux = FALSE) {
   nums <- as_argnums(argnums, "op_value_and_grad")
   g <- with_py_errors(py_mod("customgrad")$value_and_grad(pyf, argnums = nums, has_aux = has_aux),
                       "op_value_and_grad")
-  function(...) with_py_errors(do.call(g, call_args(...)), "op_value_and_grad")
+  function(...) with_py_errors(do.call(g, call_args(..., .f = f)), "op_value_and_grad")
 }
 
 #' @rdname op_grad
@@ -71,7 +86,8 @@ op_value_and_grad <- function(f, argnums = 1L, has_aux = FALSE) {
 #' @export
 op_vjp <- function(f, ...) {
   pyf <- r_fn_to_py(f, "op_vjp")
-  res <- with_py_errors(do.call(py_mod("customgrad")$vjp, c(list(pyf), call_args(...))), "op_vjp")
+  res <- with_py_errors(do.call(py_mod("customgrad")$vjp, c(list(pyf), call_args(..., .f = f))),
+                        "op_vjp")
   vjp_fn <- res[[2]]
   list(res[[1]], function(cotangents) {
     with_py_errors(vjp_fn(to_py_tree(cotangents)), "op_vjp")
@@ -116,7 +132,7 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
              "customgrad_python_missing")
   }
   pyf <- if (is.function(f)) r_fn_to_py(f, "op_check_gradients") else f
-  args <- c(list(pyf), call_args(...))
+  args <- c(list(pyf), call_args(..., .f = f))
   kwargs <- list(order = as.integer(order), against = against, jacobian = jacobian,
                  directions = as.integer(directions), seed = as.integer(seed),
                  atol = atol, rtol = rtol, eps = eps, raise_on_failure = FALSE)

@@ -63,10 +63,11 @@ op_custom_gradient <- function(f) {
   }
   structure(
     function(...) {
-      with_py_errors(do.call(python_function(), call_args(...)), fname)
+      with_py_errors(do.call(python_function(), call_args(..., .f = f)), fname)
     },
     class = c("customgrad_function", "function"),
-    python_function = python_function
+    python_function = python_function,
+    r_function = f
   )
 }
 

@@ -119,7 +119,7 @@ with_py_errors <- function(expr, fn) {
 python_message <- function(e) {
   msg <- conditionMessage(e)
   msg <- sub("\n*Detailed traceback:.*$", "", msg)
-  msg <- sub("\\s*-+ For simplicity, JAX has removed.*$", "", msg)
+  msg <- sub("\\s*-+\\s*For simplicity, JAX has removed.*$", "", msg)
   msg <- sub("\n*Run `reticulate::py_last_error\\(\\)` for details.*$", "", msg)
   trimws(msg)
 }

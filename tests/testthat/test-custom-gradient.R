@@ -68,6 +68,10 @@ test_that("several inputs: gradients come back as a list, NULL means zero", {
   expect_equal(num(g[[1]]), 4)
   expect_equal(num(g[[2]]), 0)
   expect_equal(num(op_grad(f, argnums = 2)(3, 4)), 0)
+  # arguments named in R are matched to f's formals and still get their gradients
+  named <- op_grad(f, argnums = c(1, 2))(y = 4, x = 3)
+  expect_equal(num(named[[1]]), 4)
+  expect_equal(num(op_grad(function(a, b) a * b * b, argnums = 2)(b = 2, a = 5)), 20)
 })
 
 test_that("structured inputs: a named list argument gets a named list gradient", {
