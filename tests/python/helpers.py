@@ -4,6 +4,8 @@ native (backend-specific) gradients to compare customgrad against."""
 import keras
 import numpy as np
 
+import customgrad
+
 BACKEND = keras.backend.backend()
 
 
@@ -52,3 +54,17 @@ def float64_enabled():
     from customgrad._core import backend_module
 
     return backend_module().float64_scope()
+
+
+
+def _log1pexp(x):
+    e = keras.ops.exp(x)
+
+    def grad(upstream):
+        return upstream * (1.0 - 1.0 / (1.0 + e))
+
+    return keras.ops.log(1.0 + e), grad
+
+
+# The seed example, decorated: log(1 + exp(x)) with the stable gradient (1.0 at x = 100).
+log1pexp = customgrad.custom_gradient(_log1pexp)

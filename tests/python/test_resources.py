@@ -7,22 +7,12 @@ import weakref
 
 import numpy as np
 import pytest
-from helpers import BACKEND, npy, t
+from helpers import BACKEND, log1pexp, npy, t
 from keras import ops
 
 import customgrad
 
 pytestmark = pytest.mark.autodiff
-
-
-@customgrad.custom_gradient
-def log1pexp(x):
-    e = ops.exp(x)
-
-    def grad(upstream):
-        return upstream * (1.0 - 1.0 / (1.0 + e))
-
-    return ops.log(1.0 + e), grad
 
 
 def rss_mib() -> float:
