@@ -109,9 +109,13 @@ with_py_errors <- function(expr, fn) {
     if (!is.null(inner)) stop(inner)
     if (inherits(e, "customgrad_error")) stop(e)
     msg <- python_message(e)
+    # the Python core's contract errors keep a specific class in R too
+    specific <- if (grepl("CustomGradientError", msg, fixed = TRUE)) {
+      "customgrad_custom_gradient_error"
+    }
     cg_abort(
       c("{.fn {fn}} failed in Python.", x = "{msg}"),
-      "customgrad_python_error", call = NULL, python_message = msg, parent = NULL
+      c(specific, "customgrad_python_error"), call = NULL, python_message = msg, parent = NULL
     )
   })
 }
