@@ -118,6 +118,12 @@ test_that("the custom gradient is used by the backend's own autodiff", {
       y <- f(x)
     })
     expect_equal(num(tape$gradient(y, x)), 7)
+    # and inside a tf.function graph (the R forward and grad run while tracing)
+    step <- tf$`function`(function(x) {
+      with(tf$GradientTape() %as% tape, { tape$watch(x); y <- f(x) })
+      tape$gradient(y, x)
+    })
+    expect_equal(num(step(as_tensor(c(1, 2)))), c(7, 7))
   } else if (b == "torch") {
     torch <- reticulate::import("torch")
     x <- torch$tensor(1, requires_grad = TRUE)
