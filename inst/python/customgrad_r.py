@@ -37,6 +37,8 @@ def to_r(x):
     else:
         arr = np.asarray(keras.ops.convert_to_numpy(x))
     dtype = str(arr.dtype)
+    if arr.dtype.kind not in "biufc":  # bfloat16 and other ml_dtypes floats
+        arr = arr.astype(np.float64)
     kind = arr.dtype.kind
     if kind == "b":
         rtype, arr = "logical", arr.astype(np.int32)

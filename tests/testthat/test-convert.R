@@ -29,6 +29,13 @@ test_that("R types map to keras dtypes: doubles to floatx, integers int32, logic
   expect_equal(tensor_dim(s), integer())
   expect_identical(as.array(s), 3)
   expect_identical(as.integer(as_tensor(7L)), 7L)
+  for (dt in c("float16", "bfloat16", "float64", "int64", "uint8")) {
+    t <- as_tensor(c(1, 2, 3), dtype = dt)
+    # jax without x64 has no 64-bit types
+    narrowed <- c(float64 = "float32", int64 = "int32")
+    expect_equal(dtype_of(t), if (config_backend() == "jax" && dt %in% names(narrowed)) narrowed[[dt]] else dt)
+    expect_equal(as.numeric(t), c(1, 2, 3), label = dt)
+  }
   expect_error(as_tensor("a"), class = "customgrad_conversion_error")
   expect_error(as_tensor(c(TRUE, NA)), class = "customgrad_conversion_error")
 })
