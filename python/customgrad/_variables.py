@@ -4,7 +4,7 @@ tf.custom_gradient finds the variables a function reads through TensorFlow's tap
 have no such hook, and Keras's own custom_gradient silently drops their gradients there. Every read
 of a `keras.Variable` (`layer.kernel` used in an op, `variable.value`) goes through
 `Variable._maybe_autocast`, on every backend, so one small wrapper around that method records the
-reads, and can hand back a substitute value (JAX needs the variable as an explicit input).
+reads.
 """
 
 from __future__ import annotations
@@ -18,29 +18,25 @@ _install_lock = threading.Lock()
 
 
 class Recorder:
-    """Records the trainable floating-point variables read while it is active.
-
-    `substitutes` maps `id(variable)` to the value a read should return instead.
-    Recorders nest: a read inside an inner custom-gradient call is also a read of the outer one.
+    """Records the trainable floating-point variables read while it is active, and the value
+    each read returned. Recorders nest: a read inside an inner custom-gradient call is also a
+    read of the outer one.
     """
 
-    def __init__(self, parent: "Recorder | None", substitutes: dict | None = None):
+    def __init__(self, parent: "Recorder | None"):
         self.parent = parent
-        self.substitutes = substitutes or {}
         self.variables: list = []
         self.raw_values: list = []
         self._seen: set[int] = set()
 
     def read(self, variable, value):
         if self.parent is not None:
-            value = self.parent.read(variable, value)
+            self.parent.read(variable, value)
         key = id(variable)
-        value = self.substitutes.get(key, value)
         if key not in self._seen and variable.trainable and _is_floating(variable.dtype):
             self._seen.add(key)
             self.variables.append(variable)
             self.raw_values.append(value)
-        return value
 
 
 def _is_floating(dtype) -> bool:
@@ -62,7 +58,7 @@ def install() -> None:
         def _maybe_autocast(self, value):
             recorder = getattr(_local, "recorder", None)
             if recorder is not None:
-                value = recorder.read(self, value)
+                recorder.read(self, value)
             return original(self, value)
 
         Variable._maybe_autocast = _maybe_autocast
@@ -70,7 +66,7 @@ def install() -> None:
 
 
 @contextmanager
-def recording(substitutes: dict | None = None):
+def recording():
     """Records variable reads inside the block.
 
     >>> import keras
@@ -82,7 +78,7 @@ def recording(substitutes: dict | None = None):
     """
     install()
     parent = getattr(_local, "recorder", None)
-    recorder = Recorder(parent, substitutes)
+    recorder = Recorder(parent)
     _local.recorder = recorder
     try:
         yield recorder

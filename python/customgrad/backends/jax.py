@@ -4,17 +4,20 @@ As in jax.custom_gradient, grad_fn is traced into a jaxpr inside the forward rul
 tensors it closes over become explicit residuals (with jax.make_jaxpr rather than
 jax.closure_convert, whose strong per-function cache would keep every call's jaxpr and constants) (that is what makes jit, vmap and grad-of-grad
 work). Keras variables are inputs too: inside a stateless scope (model.fit, stateless_call) their
-values are tracers, so every trainable variable of the scope is passed to custom_vjp explicitly and
-reads inside f are routed to those inputs.
+values are tracers, so every traced float variable of the scope is passed to custom_vjp explicitly,
+and f and grad_fn run in a scope that binds those variables to these inputs.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import jax
 import jax.extend.core as jax_core
 import jax.numpy as jnp
 import keras
 import numpy as np
+from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
 from .._variables import recording
@@ -58,7 +61,11 @@ def cast_like(grad, like):
 
 @jax.tree_util.register_pytree_node_class
 class _Residuals:
-    """grad_fn as a jaxpr (static) plus the tensors it closes over (children)."""
+    """What the backward needs: the rule (static) and the tensors it closes over (children).
+
+    Under tracing the rule is grad_fn traced into a jaxpr and `consts` are its constants; in
+    eager mode (nothing traces the forward) it is the Python rule itself, with no constants.
+    """
 
     def __init__(self, rule, consts, float_outputs):
         self.rule, self.consts, self.float_outputs = rule, consts, float_outputs
@@ -70,21 +77,41 @@ class _Residuals:
     def tree_unflatten(cls, aux, children):
         return cls(aux[0], list(children), aux[1])
 
+    def __call__(self, *cotangents):
+        if callable(self.rule):
+            return self.rule(*cotangents)
+        return jax_core.jaxpr_as_fun(jax_core.ClosedJaxpr(self.rule, self.consts))(*cotangents)
 
-def _scope_variables() -> list:
-    """(id, value) of the traced floating-point variable values of the active stateless scope."""
-    if not in_stateless_scope():
-        return []
-    mapping = get_stateless_scope().state_mapping
-    return [
-        (key, value)
-        for key, value in mapping.items()
-        if isinstance(value, jax.core.Tracer) and is_float(value)
-    ]
+
+def _scope_mapping() -> dict | None:
+    """The active stateless scope's mapping from id(variable) to value (None outside one)."""
+    return get_stateless_scope().state_mapping if in_stateless_scope() else None
+
+
+@contextmanager
+def _variables_bound(mapping: dict | None, ids: list, values):
+    """Variable reads inside the block return `values` for the variables `ids`.
+
+    Keras's JAX trainer keeps variable values in a stateless scope (and purges the variables
+    themselves during fit), so f and grad_fn must read the values this call was given: the
+    custom_vjp inputs, not the outer trace's tracers.
+    """
+    if mapping is None:
+        yield
+        return
+    scope = StatelessScope(initialize_variables=False)
+    scope.state_mapping = {**mapping, **dict(zip(ids, values))}
+    with scope:
+        yield
 
 
 def call(inv):
-    candidates = _scope_variables()
+    mapping = _scope_mapping()
+    # every traced floating-point variable value of the scope is an explicit input
+    candidates = [
+        (key, value) for key, value in (mapping or {}).items()
+        if isinstance(value, jax.core.Tracer) and is_float(value)
+    ]
     n_inputs = len(inv.tensor_values)
     candidate_ids = [key for key, _ in candidates]
     primals = list(inv.tensor_values) + [value for _, value in candidates]
@@ -94,11 +121,11 @@ def call(inv):
         inv.run_forward(inv.tensor_values)
         return inv.output
 
-    def substitutes(primals):
-        return dict(zip(candidate_ids, primals[n_inputs:]))
+    def bound(primals):
+        return _variables_bound(mapping, candidate_ids, primals[n_inputs:])
 
     def forward(*primals):
-        with recording(substitutes(primals)) as rec:
+        with bound(primals), recording() as rec:
             out_leaves, grad_fn = inv.run_forward(primals[:n_inputs])
         return [jnp.asarray(o) for o in out_leaves], grad_fn, rec
 
@@ -114,9 +141,11 @@ def call(inv):
             full = [None] * len(out_leaves)
             for j, ct in zip(float_outputs, cotangents):
                 full[j] = ct
-            input_grads, var_grads = inv.run_backward(
-                grad_fn, out_leaves, full, variables, var_values
-            )
+            # grad_fn may read variables too (a closure over layer.kernel)
+            with bound(primals):
+                input_grads, var_grads = inv.run_backward(
+                    grad_fn, out_leaves, full, variables, var_values
+                )
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
             grads = list(input_grads) + [by_id.get(id(v)) for v in primals[n_inputs:]]
             return [
@@ -125,17 +154,17 @@ def call(inv):
                 if is_float(p)
             ]
 
+        if not any(isinstance(p, jax.core.Tracer) for p in primals):
+            # Eager jax.grad calls fwd and bwd on concrete arrays: grad_fn can stay a Python
+            # closure, and tracing it (about a millisecond a call) is not needed.
+            return out_leaves, _Residuals(rule, [], float_outputs)
         examples = [jax.ShapeDtypeStruct(out_leaves[j].shape, out_leaves[j].dtype)
                     for j in float_outputs]
-        # grad_fn may read variables too (a closure over layer.kernel): route those reads to
-        # this rule's explicit inputs as well, or they would leak the outer trace's tracers.
-        with recording(substitutes(primals)):
-            traced = jax.make_jaxpr(rule)(*examples)
+        traced = jax.make_jaxpr(rule)(*examples)
         return out_leaves, _Residuals(traced.jaxpr, traced.consts, float_outputs)
 
     def bwd(res, cotangents):
-        rule = jax_core.jaxpr_as_fun(jax_core.ClosedJaxpr(res.rule, res.consts))
-        grads = iter(rule(*[cotangents[j] for j in res.float_outputs]))
+        grads = iter(res(*[cotangents[j] for j in res.float_outputs]))
         return tuple(
             next(grads) if is_float(p) else np.zeros(p.shape, dtype=jax.dtypes.float0)
             for p in primals
