@@ -50,9 +50,11 @@ class Invocation:
         self.f = f
         self.args = args
         self.backend = backend
-        self.leaves = _tree.flatten((args, kwargs))
+        # The common case, positional tensors and nothing nested, skips the tree machinery.
+        self.flat = not kwargs and not any(isinstance(a, (list, tuple, dict)) for a in args)
+        self.leaves = list(args) if self.flat else _tree.flatten((args, kwargs))
         self.structure = (args, kwargs)
-        n_arg_leaves = len(_tree.flatten(args))
+        n_arg_leaves = len(args) if self.flat else len(_tree.flatten(args))
         self.tensor_index = []  # positions in `leaves` of tensors (and keras.Variables)
         self.tensor_values = []  # those leaves as backend tensors
         self.differentiable = []  # per tensor: gets a gradient (float, positional)
@@ -75,8 +77,11 @@ class Invocation:
         leaves = list(self.leaves)
         for i, value in zip(self.tensor_index, tensor_values):
             leaves[i] = value
-        args, kwargs = _tree.unflatten(self.structure, leaves)
-        result = self.f(*args, **kwargs)
+        if self.flat:
+            result = self.f(*leaves)
+        else:
+            args, kwargs = _tree.unflatten(self.structure, leaves)
+            result = self.f(*args, **kwargs)
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
             raise CustomGradientError(
                 f"customgrad.custom_gradient: `{fn_name(self.f)}` must return a pair "
@@ -120,26 +125,24 @@ class Invocation:
         result = call_grad_fn(grad_fn, self.f, self.output, upstream, list(variables))
         grad_xs, grad_vars = split_variable_grads(result, self.f, grad_fn, list(variables))
         per_arg_leaf = align_input_grads(grad_xs, self.args, self._arg_is_tensor, self.f, grad_fn)
-        paths = None
         input_grads = []
-        for k, (i, value, diff) in enumerate(
-            zip(self.tensor_index, self.tensor_values, self.differentiable)
-        ):
+        for i, value, diff in zip(self.tensor_index, self.tensor_values, self.differentiable):
             g = per_arg_leaf[i] if i < len(per_arg_leaf) else None
             if g is None or not diff:
                 input_grads.append(None)
                 continue
-            if paths is None:
-                paths = _tree.leaf_paths(self.args, "args")
-            input_grads.append(self._checked(g, value, paths[i], grad_fn))
+            input_grads.append(self._checked(
+                g, value, lambda i=i: _tree.leaf_paths(self.args, "args")[i], grad_fn))
         var_grads = []
         if grad_vars is not None:
             for var, value, g in zip(variables, variable_values, grad_vars):
-                where = f"the variable {getattr(var, 'path', None) or getattr(var, 'name', '?')}"
-                var_grads.append(None if g is None else self._checked(g, value, where, grad_fn))
+                name = getattr(var, "path", None) or getattr(var, "name", "?")
+                var_grads.append(None if g is None else self._checked(
+                    g, value, lambda name=name: f"the variable {name}", grad_fn))
         return input_grads, var_grads
 
-    def _checked(self, grad, ref, where: str, grad_fn):
+    def _checked(self, grad, ref, where, grad_fn):
+        """`grad` converted, shape-checked and cast for input `ref`; `where()` names the input."""
         B = self.backend
         grad = B.convert(grad, ref)
         g_shape, r_shape = B.static_shape(grad), B.static_shape(ref)
@@ -148,7 +151,7 @@ class Invocation:
         ):
             raise CustomGradientError(
                 f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}` "
-                f"returned a gradient of shape {tuple(g_shape)} for {where}, which has shape "
+                f"returned a gradient of shape {tuple(g_shape)} for {where()}, which has shape "
                 f"{tuple(r_shape)}; gradients must have their input's shape (customgrad never "
                 f"broadcasts or sums them for you)."
             )
