@@ -9,11 +9,13 @@ of the forward (`against="autodiff"`). `order=2` checks the VJP of the VJP the s
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
 import keras
 import numpy as np
+from keras.src.backend.common import dtypes as keras_dtypes
 
 from . import _tree
 from ._autodiff import vjp
@@ -111,7 +113,7 @@ class _Problem:
 
     def call_float64(self, arrays, f=None):
         """f at float64 copies of the float leaves (numpy arrays), outputs as float64 numpy."""
-        with self.B.float64_scope():
+        with self.B.float64_scope(), _keras_keeps_float64():
             tensors = [keras.ops.convert_to_tensor(a, dtype="float64") for a in arrays]
             out = _tree.flatten(self.call(tensors, f))
             for o in out:
@@ -129,6 +131,19 @@ class _Problem:
         cts = [keras.ops.convert_to_tensor(u, dtype=_dtype_name(o)) for u, o in zip(u_leaves, flat_out)]
         grads = vjp_fn(_tree.unflatten(out, cts))
         return [np.zeros(v.shape) if g is None else _np(g) for g, v in zip(grads, self.values)]
+
+
+@contextlib.contextmanager
+def _keras_keeps_float64():
+    """Keras's type promotion caps float64 at float32 on jax and torch (so `ops.sin` of a
+    float64 tensor is float32 there); lift the cap while finite differences are computed."""
+    table = keras_dtypes.BIT64_TO_BIT32_DTYPE
+    saved = table.get("float64")
+    table["float64"] = "float64"
+    try:
+        yield
+    finally:
+        table["float64"] = saved
 
 
 def _widest(dtypes: list) -> str:

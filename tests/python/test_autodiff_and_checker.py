@@ -3,6 +3,7 @@ check_gradients catches planted bugs while passing correct custom gradients."""
 
 import re
 
+import keras
 import numpy as np
 import pytest
 from helpers import BACKEND, float64_enabled, log1pexp, native_grad, npy, t
@@ -212,3 +213,13 @@ def test_checker_full_jacobian_names_the_wrong_element():
     jacobian = [c for c in report.checks if c.name == "Jacobian vs finite differences"]
     assert [c.where for c in jacobian] == ["args[0][0] [output element 1]"]
     assert not jacobian[0].passed
+
+
+def test_checker_finite_differences_really_run_in_float64():
+    # Regression: on jax, Keras computed ops.sin of float64 inputs in float32, so finite
+    # differences of x * sin(x) carried float32 noise and a correct gradient was rejected.
+    f = customgrad.custom_gradient(
+        lambda x: (x * ops.sin(x), lambda dy: dy * (ops.sin(x) + x * ops.cos(x))))
+    report = customgrad.check_gradients(f, t([0.5, 1.0, 2.0]))
+    assert max(c.error for c in report.checks) < 1e-6
+    assert keras.backend.standardize_dtype(ops.sin(t([1.0])).dtype) == "float32"  # restored
