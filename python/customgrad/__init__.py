@@ -15,5 +15,15 @@ from ._checker import Check, GradientCheckError, GradientCheckReport, check_grad
 from ._core import custom_gradient
 
 __all__ = ["custom_gradient", "CustomGradientError", "grad", "value_and_grad", "vjp",
-           "check_gradients", "GradientCheckError", "GradientCheckReport", "Check"]
+           "check_gradients", "GradientCheckError", "GradientCheckReport", "Check", "ops", "layers"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # `customgrad.ops` and `customgrad.layers` load on first use, so `import customgrad`
+    # decorates nothing and imports no backend module.
+    if name in ("ops", "layers"):
+        import importlib
+
+        return importlib.import_module(f"customgrad.{name}")
+    raise AttributeError(f"module 'customgrad' has no attribute {name!r}")

@@ -1,0 +1,125 @@
+"""Keras layers built on `customgrad.ops`, serializable so that models using them save to
+`.keras` files and load back (registered in the "customgrad" package).
+
+    >>> import keras, customgrad
+    >>> inputs = keras.Input((2,))
+    >>> model = keras.Model(inputs, customgrad.layers.GradientReversal(0.5)(inputs))
+    >>> config = model.get_config()  # doctest: +ELLIPSIS
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops as kops
+
+from . import ops
+
+
+def _check_number(layer: str, name: str, value, positive: bool = False):
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(
+            f"customgrad.layers.{layer}: {name} must be a number; received {value!r}."
+        )
+    if positive and not value > 0:
+        raise ValueError(f"customgrad.layers.{layer}: {name} must be > 0; received {value!r}.")
+    return float(value)
+
+
+@keras.saving.register_keras_serializable(package="customgrad")
+class ScaleGradient(keras.layers.Layer):
+    """Identity forward; multiplies the gradient flowing back by `scale`."""
+
+    def __init__(self, scale: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = _check_number("ScaleGradient", "scale", scale)
+
+    def call(self, inputs):
+        return ops.scale_gradient(inputs, self.scale)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale}
+
+
+@keras.saving.register_keras_serializable(package="customgrad")
+class GradientReversal(keras.layers.Layer):
+    """Identity forward; multiplies the gradient flowing back by -scale (the gradient reversal
+    layer of domain-adversarial training)."""
+
+    def __init__(self, scale: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = _check_number("GradientReversal", "scale", scale)
+
+    def call(self, inputs):
+        return ops.reverse_gradient(inputs, self.scale)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale}
+
+
+@keras.saving.register_keras_serializable(package="customgrad")
+class ClipGradient(keras.layers.Layer):
+    """Identity forward; clips the gradient flowing back, element-wise to [min_value, max_value]
+    and/or to an L2 norm of at most `max_norm`."""
+
+    def __init__(self, min_value=None, max_value=None, max_norm=None, **kwargs):
+        super().__init__(**kwargs)
+        if min_value is None and max_value is None and max_norm is None:
+            raise ValueError(
+                "customgrad.layers.ClipGradient: give min_value and max_value, max_norm, or "
+                "both; received none of them."
+            )
+        if (min_value is None) != (max_value is None):
+            raise ValueError(
+                "customgrad.layers.ClipGradient: min_value and max_value go together; received "
+                f"min_value={min_value!r}, max_value={max_value!r}."
+            )
+        self.min_value = None if min_value is None else _check_number(
+            "ClipGradient", "min_value", min_value)
+        self.max_value = None if max_value is None else _check_number(
+            "ClipGradient", "max_value", max_value)
+        self.max_norm = None if max_norm is None else _check_number(
+            "ClipGradient", "max_norm", max_norm, positive=True)
+
+    def call(self, inputs):
+        x = inputs
+        if self.max_norm is not None:
+            x = ops.clip_gradient_norm(x, self.max_norm)
+        if self.min_value is not None:
+            x = ops.clip_gradient(x, self.min_value, self.max_value)
+        return x
+
+    def get_config(self):
+        return {**super().get_config(), "min_value": self.min_value,
+                "max_value": self.max_value, "max_norm": self.max_norm}
+
+
+@keras.saving.register_keras_serializable(package="customgrad")
+class StraightThroughQuantizer(keras.layers.Layer):
+    """Quantizes to `levels` evenly spaced values in [min_value, max_value] in the forward pass;
+    the gradient passes straight through (identity), so layers before it still train."""
+
+    def __init__(self, levels: int = 16, min_value: float = -1.0, max_value: float = 1.0,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(levels, int) or isinstance(levels, bool) or levels < 2:
+            raise ValueError(
+                "customgrad.layers.StraightThroughQuantizer: levels must be an int >= 2; "
+                f"received {levels!r}."
+            )
+        self.levels = levels
+        self.min_value = _check_number("StraightThroughQuantizer", "min_value", min_value)
+        self.max_value = _check_number("StraightThroughQuantizer", "max_value", max_value)
+        if not self.max_value > self.min_value:
+            raise ValueError(
+                "customgrad.layers.StraightThroughQuantizer: max_value must be > min_value; "
+                f"received min_value={min_value!r}, max_value={max_value!r}."
+            )
+
+    def call(self, inputs):
+        step = (self.max_value - self.min_value) / (self.levels - 1)
+        clipped = kops.clip(inputs, self.min_value, self.max_value)
+        return ops.round_ste((clipped - self.min_value) / step) * step + self.min_value
+
+    def get_config(self):
+        return {**super().get_config(), "levels": self.levels, "min_value": self.min_value,
+                "max_value": self.max_value}
