@@ -276,9 +276,10 @@ def _worst_element(name, path, got, expected, tol, index_text=None) -> Check:
     allowed = tol[0] + tol[1] * np.abs(expected)
     ratio = np.where(np.isfinite(err), err / allowed, np.inf)
     at = np.unravel_index(int(np.argmax(ratio)), err.shape)
-    text = index_text(at) if index_text else ", ".join(map(str, at))
+    if index_text is None:
+        index_text = lambda at: f"[{', '.join(map(str, at))}]" if at else ""  # noqa: E731
     error = float(err[at]) if np.isfinite(err[at]) else math.inf
-    return Check(name, f"{path}[{text}]" if text else path, error, float(allowed[at]))
+    return Check(name, path + index_text(at), error, float(allowed[at]))
 
 
 def _check_jacobian(problem, tol, eps, report):
@@ -314,7 +315,8 @@ def _check_jacobian(problem, tol, eps, report):
             ])
         report.checks.append(_worst_element(
             "Jacobian vs finite differences", problem.paths[leaf_index], custom, fd, tol,
-            lambda at: f"{', '.join(map(str, at[:-1]))}] [output element {at[-1]}"))
+            lambda at: (f"[{', '.join(map(str, at[:-1]))}]" if len(at) > 1 else "")
+            + f" (output element {at[-1]})"))
 
 
 def _check_against_autodiff(problem, rng, tol, report):
