@@ -1,0 +1,141 @@
+"""Benchmarks one Keras backend (run by bench/run.py in its own process, threads pinned to one).
+
+Prints one JSON object per line: {"metric", "fn", "kind", ...numbers or "error"}.
+  eager_tiny      forward+backward per call on 8 elements, eager (microseconds)
+  eager_large     forward+backward on N elements, eager (milliseconds)
+  compiled_large  the same under jax.jit / tf.function(jit_compile=True) / torch.compile
+  peak_memory     peak resident memory of one forward+backward on M elements above the memory
+                  held before it (MiB; Linux VmHWM, reset through /proc/self/clear_refs)
+Implementations are interleaved round by round; each number is a median with min and max.
+"""
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import impls  # noqa: E402
+
+KINDS = ["autodiff", "native", "keras", "customgrad"]
+
+
+def emit(**record):
+    print(json.dumps(record), flush=True)
+
+
+def inputs(n, count, seed=0):
+    from keras import ops
+
+    rng = np.random.default_rng(seed)
+    return [ops.convert_to_tensor(rng.uniform(-3, 3, size=(n,)).astype("float32"))
+            for _ in range(count)]
+
+
+def make_steps(fn_name, compiled, n):
+    """{kind: step callable or the error it raised on first use} for one function."""
+    steps = {}
+    xs = inputs(n, impls.N_INPUTS[fn_name])
+    for kind, table in impls.implementations().items():
+        try:
+            step = impls.grad_step(table[fn_name], impls.N_INPUTS[fn_name], compiled)
+            reference = step(*xs)  # first call: compiles, and shows whether it works at all
+            step(*xs)  # a second call: compilers may specialise again after the first
+            steps[kind] = (step, reference)
+        except Exception as e:  # recorded in the results ("fails: ..."), never hidden
+            steps[kind] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    return steps, xs
+
+
+def check_agreement(steps):
+    """Every working variant must give the gradients plain autodiff gives (where finite)."""
+    from keras import ops
+
+    ref = steps.get("autodiff")
+    if isinstance(ref, str):
+        return
+    expected = [np.asarray(ops.convert_to_numpy(g)) for g in ref[1]]
+    for kind, value in steps.items():
+        if isinstance(value, str):
+            continue
+        got = [np.asarray(ops.convert_to_numpy(g)) for g in value[1]]
+        for a, b in zip(got, expected):
+            ok = np.isfinite(b)
+            if not np.allclose(a[ok], b[ok], rtol=1e-4, atol=1e-5):
+                raise AssertionError(f"{kind} gives different gradients from plain autodiff")
+
+
+def timed(metric, fn_name, compiled, n, rounds, calls, scale):
+    steps, xs = make_steps(fn_name, compiled, n)
+    check_agreement(steps)
+    samples = {k: [] for k, v in steps.items() if not isinstance(v, str)}
+    for _ in range(rounds):
+        for kind in samples:  # interleaved: one batch of calls per implementation per round
+            step = steps[kind][0]
+            start = time.perf_counter()
+            for _ in range(calls):
+                step(*xs)
+            samples[kind].append((time.perf_counter() - start) / calls * scale)
+    for kind in KINDS:
+        value = steps[kind]
+        if isinstance(value, str):
+            emit(metric=metric, fn=fn_name, kind=kind, error=value)
+        else:
+            s = samples[kind]
+            emit(metric=metric, fn=fn_name, kind=kind, median=statistics.median(s), min=min(s),
+                 max=max(s), n=n)
+
+
+def _status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024.0  # MiB
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def peak_memory(fn_name, n, repeats=3):
+    table = impls.implementations()
+    xs = inputs(n, impls.N_INPUTS[fn_name])
+    for kind in KINDS:
+        try:
+            step = impls.grad_step(table[kind][fn_name], impls.N_INPUTS[fn_name])
+            step(*inputs(64, impls.N_INPUTS[fn_name]))  # warm up on a tiny input
+        except Exception as e:
+            emit(metric="peak_memory", fn=fn_name, kind=kind,
+                 error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            continue
+        peaks = []
+        for _ in range(repeats):
+            gc.collect()
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets the peak (VmHWM) to the current resident size
+            base = _status("VmRSS")
+            result = step(*xs)
+            peaks.append(_status("VmHWM") - base)
+            del result
+        emit(metric="peak_memory", fn=fn_name, kind=kind, median=statistics.median(peaks),
+             min=min(peaks), max=max(peaks), n=n)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, small N")
+    parser.add_argument("--large", type=int, default=22, help="log2 of the large input size")
+    parser.add_argument("--memory", type=int, default=24, help="log2 of the memory input size")
+    args = parser.parse_args()
+    quick = args.quick
+    large = 2 ** (16 if quick else args.large)
+    for fn_name in ("softplus", "swish", "three"):
+        timed("eager_tiny", fn_name, False, 8, 3 if quick else 15, 20 if quick else 200, 1e6)
+        timed("eager_large", fn_name, False, large, 2 if quick else 7, 1 if quick else 3, 1e3)
+        timed("compiled_large", fn_name, True, large, 2 if quick else 7, 1 if quick else 5, 1e3)
+        peak_memory(fn_name, 2 ** (16 if quick else args.memory), 1 if quick else 3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""The functions under benchmark, each written four ways for the active Keras backend:
+
+  autodiff    plain autodiff of the forward (no custom gradient)
+  native      the backend's own custom mechanism written by hand (jax.custom_vjp,
+              tf.custom_gradient, torch.autograd.Function)
+  keras       keras.ops.custom_gradient (its backend-agnostic idiom)
+  customgrad  customgrad.custom_gradient
+
+Functions: softplus (log1pexp), memory-efficient swish (the backward keeps only x and recomputes
+the sigmoid), and a 3-input / 2-output function. Every variant computes the same values and
+gradients; `step(kind, fn)` returns a callable running forward + backward on given inputs.
+"""
+
+import keras
+from keras import ops
+
+import customgrad
+
+BACKEND = keras.backend.backend()
+
+
+# --- the math, in keras.ops, shared by every variant ------------------------------------------
+def softplus_fwd(x):
+    e = ops.exp(x)
+    return ops.log1p(e), e
+
+
+def softplus_bwd(e, dy):
+    return dy * (1.0 - 1.0 / (1.0 + e))
+
+
+def swish_fwd(x):
+    return x * ops.sigmoid(x)
+
+
+def swish_bwd(x, dy):
+    s = ops.sigmoid(x)
+    return dy * (s + x * s * (1.0 - s))
+
+
+def three_fwd(a, b, c):
+    return a * b + c, ops.sin(a) * c
+
+
+def three_bwd(a, b, c, du, dv):
+    return du * b + dv * ops.cos(a) * c, du * a, du + dv * ops.sin(a)
+
+
+# --- customgrad and keras.ops.custom_gradient ------------------------------------------------
+def _with_custom_gradient(decorator, agnostic_grad):
+    @decorator
+    def softplus(x):
+        y, e = softplus_fwd(x)
+        return y, agnostic_grad(lambda dy: softplus_bwd(e, dy))
+
+    @decorator
+    def swish(x):
+        return swish_fwd(x), agnostic_grad(lambda dy: swish_bwd(x, dy))
+
+    @decorator
+    def three(a, b, c):
+        def grad(*args, upstream=None):
+            du, dv = upstream if upstream is not None else args
+            return three_bwd(a, b, c, du, dv)
+
+        return three_fwd(a, b, c), grad
+
+    return {"softplus": softplus, "swish": swish, "three": three}
+
+
+def _agnostic(g):
+    """Keras's documented backend-agnostic grad signature around a one-argument grad."""
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        return g(upstream)
+
+    return grad
+
+
+def _plain(g):
+    return lambda upstream: g(upstream)
+
+
+# --- the backends' native mechanisms -----------------------------------------------------------
+def _native_jax():
+    import jax
+
+    softplus = jax.custom_vjp(lambda x: softplus_fwd(x)[0])
+    softplus.defvjp(lambda x: softplus_fwd(x), lambda e, dy: (softplus_bwd(e, dy),))
+    swish = jax.custom_vjp(swish_fwd)
+    swish.defvjp(lambda x: (swish_fwd(x), x), lambda x, dy: (swish_bwd(x, dy),))
+    three = jax.custom_vjp(three_fwd)
+    three.defvjp(lambda a, b, c: (three_fwd(a, b, c), (a, b, c)),
+                 lambda r, g: three_bwd(*r, *g))
+    return {"softplus": softplus, "swish": swish, "three": three}
+
+
+def _native_tensorflow():
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def softplus(x):
+        y, e = softplus_fwd(x)
+        return y, lambda dy: softplus_bwd(e, dy)
+
+    @tf.custom_gradient
+    def swish(x):
+        return swish_fwd(x), lambda dy: swish_bwd(x, dy)
+
+    @tf.custom_gradient
+    def three(a, b, c):
+        return three_fwd(a, b, c), lambda du, dv: three_bwd(a, b, c, du, dv)
+
+    return {"softplus": softplus, "swish": swish, "three": three}
+
+
+def _native_torch():
+    import torch
+
+    class Softplus(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y, e = softplus_fwd(x)
+            ctx.save_for_backward(e)
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            return softplus_bwd(ctx.saved_tensors[0], dy)
+
+    class Swish(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return swish_fwd(x)
+
+        @staticmethod
+        def backward(ctx, dy):
+            return swish_bwd(ctx.saved_tensors[0], dy)
+
+    class Three(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b, c):
+            ctx.save_for_backward(a, b, c)
+            return three_fwd(a, b, c)
+
+        @staticmethod
+        def backward(ctx, du, dv):
+            return three_bwd(*ctx.saved_tensors, du, dv)
+
+    return {"softplus": Softplus.apply, "swish": Swish.apply, "three": Three.apply}
+
+
+def implementations():
+    """{kind: {function name: callable}} for the active backend."""
+    native = {"jax": _native_jax, "tensorflow": _native_tensorflow, "torch": _native_torch}
+    return {
+        "autodiff": {"softplus": lambda x: softplus_fwd(x)[0], "swish": swish_fwd,
+                     "three": three_fwd},
+        "native": native[BACKEND](),
+        "keras": _with_custom_gradient(ops.custom_gradient, _agnostic),
+        "customgrad": _with_custom_gradient(customgrad.custom_gradient, _plain),
+    }
+
+
+N_INPUTS = {"softplus": 1, "swish": 1, "three": 3}
+
+
+def loss_of(fn):
+    """A scalar loss: the sum of every output."""
+
+    def loss(*args):
+        out = fn(*args)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return sum(ops.sum(o) for o in outs)
+
+    return loss
+
+
+def grad_step(fn, n_inputs, compiled=False):
+    """forward + backward of loss_of(fn), with the backend's own autodiff (and compiler)."""
+    loss = loss_of(fn)
+    argnums = tuple(range(n_inputs))
+    if BACKEND == "jax":
+        import jax
+
+        g = jax.grad(loss, argnums=argnums)
+        if compiled:
+            g = jax.jit(g)
+        return lambda *xs: jax.block_until_ready(g(*xs))
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        def g(*xs):
+            with tf.GradientTape() as tape:
+                for x in xs:
+                    tape.watch(x)
+                y = loss(*xs)
+            return tape.gradient(y, list(xs))
+
+        if compiled:
+            g = tf.function(g, jit_compile=True)
+        return lambda *xs: [t.numpy() for t in g(*xs)] if compiled else g(*xs)
+    import torch
+
+    def g(*xs):
+        xs = [x.detach().requires_grad_(True) for x in xs]
+        return torch.autograd.grad(loss(*xs), xs)
+
+    if compiled:
+        # one compiled graph per implementation and function (12 in all, over the default of 8)
+        torch._dynamo.config.recompile_limit = 64
+        g = torch.compile(g)
+    return g

@@ -1,0 +1,166 @@
+"""`make bench`: customgrad against plain autodiff, hand-written native custom gradients and
+keras.ops.custom_gradient, side by side in one run, one process per backend (threads pinned to
+one), with ratios and verdicts against the targets; writes bench/RESULTS.md.
+
+    .venv/bin/python bench/run.py            # the full run (a few minutes on 2 cores)
+    .venv/bin/python bench/run.py --quick    # a smoke run
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BACKENDS = ["jax", "tensorflow", "torch"]
+PINNED_ENV = {
+    "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
+}
+
+TARGETS = {  # metric: (compare against, limit, description)
+    "eager_tiny": ("native", 1.2, "eager, tiny inputs: customgrad <= 1.2x native custom"),
+    "compiled_large": ("native", 1.02, "compiled, large inputs: customgrad <= 1.02x native custom"),
+}
+
+
+def run_backend(backend, quick):
+    env = dict(os.environ, KERAS_BACKEND=backend, **PINNED_ENV)
+    cmd = [sys.executable, "-c",
+           "import sys, runpy; "
+           + ("import torch; torch.set_num_threads(1); torch.set_num_interop_threads(1); "
+              if backend == "torch" else "")
+           + ("import tensorflow as tf; tf.config.threading.set_intra_op_parallelism_threads(1); "
+              "tf.config.threading.set_inter_op_parallelism_threads(1); "
+              if backend == "tensorflow" else "")
+           + f"sys.argv = ['bench_backend.py'] + {['--quick'] if quick else []!r}; "
+           + f"runpy.run_path({str(HERE / 'bench_backend.py')!r}, run_name='__main__')"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench on {backend} failed:\n{proc.stderr[-3000:]}")
+    for r in records:
+        r["backend"] = backend
+    return records
+
+
+def fmt(r, unit):
+    if "error" in r:
+        return f"fails: {r['error']}"
+    return f"{r['median']:.3g} {unit} ({r['min']:.3g}-{r['max']:.3g})"
+
+
+UNITS = {"eager_tiny": "us", "eager_large": "ms", "compiled_large": "ms", "peak_memory": "MiB"}
+
+
+def tables(records):
+    lines, verdicts = [], []
+    by = {(r["backend"], r["metric"], r["fn"], r["kind"]): r for r in records}
+    for metric, unit in UNITS.items():
+        lines += [f"\n### {metric} (median, min-max; {unit})\n",
+                  "| backend | function | autodiff | native | keras | customgrad | "
+                  "customgrad / native | customgrad / autodiff |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for backend in BACKENDS:
+            for fn in ("softplus", "swish", "three"):
+                row = {k: by.get((backend, metric, fn, k)) for k in
+                       ("autodiff", "native", "keras", "customgrad")}
+                if not all(row.values()):
+                    continue
+                ratios = []
+                for ref in ("native", "autodiff"):
+                    a, b = row["customgrad"], row[ref]
+                    ok = "error" not in a and "error" not in b and b["median"] > 0
+                    ratios.append(f"{a['median'] / b['median']:.2f}x" if ok else "n/a")
+                lines.append(f"| {backend} | {fn} | " + " | ".join(
+                    fmt(row[k], unit) for k in ("autodiff", "native", "keras", "customgrad"))
+                    + f" | {ratios[0]} | {ratios[1]} |")
+                verdicts += verdict(metric, backend, fn, row)
+    return lines, verdicts
+
+
+def verdict(metric, backend, fn, row):
+    cg = row["customgrad"]
+    if "error" in cg:
+        return [f"FAIL {metric} {backend} {fn}: customgrad fails: {cg['error']}"]
+    out = []
+    if metric in TARGETS:
+        ref, limit, text = TARGETS[metric]
+        ratio = cg["median"] / row[ref]["median"]
+        out.append(f"{'ok  ' if ratio <= limit else 'MISS'} {text}: {backend} {fn} {ratio:.2f}x")
+    if metric == "peak_memory":
+        plain = row["autodiff"]["median"]
+        ratio = cg["median"] / plain if plain > 0 else float("nan")
+        if fn == "swish":
+            out.append(f"{'ok  ' if ratio <= 0.6 else 'MISS'} memory-efficient swish peak <= 0.6x "
+                       f"plain autodiff: {backend} {ratio:.2f}x")
+        out.append(f"{'ok  ' if ratio <= 1.0 + 0.05 else 'MISS'} customgrad peak <= plain "
+                   f"autodiff (5% noise): {backend} {fn} {ratio:.2f}x")
+    return out
+
+
+def versions():
+    code = ("import keras, jax, tensorflow as tf, torch, numpy; print(f'keras {keras.__version__}, "
+            "jax {jax.__version__}, tensorflow {tf.__version__}, torch {torch.__version__}, "
+            "numpy {numpy.__version__}')")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def r_bench():
+    script = HERE / "r_bench.R"
+    if not script.exists() or shutil.which("Rscript") is None:
+        return ["(bench/r_bench.R not present: no R figures in this run)"]
+    out = []
+    for backend in BACKENDS:
+        env = dict(os.environ, KERAS_BACKEND=backend, R_LIBS=str(ROOT / ".Rlib"),
+                   CUSTOMGRAD_PYTHON=sys.executable, **PINNED_ENV)
+        proc = subprocess.run(["Rscript", str(script)], env=env, capture_output=True,
+                              text=True, timeout=900, cwd=ROOT)
+        out += [f"\n#### R on {backend}\n", proc.stdout.strip() or proc.stderr[-2000:]]
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--output", default=str(HERE / "RESULTS.md"))
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--no-r", action="store_true", help="skip bench/r_bench.R")
+    args = parser.parse_args()
+    backends = args.backends.split(",")
+    start = time.time()
+    records = []
+    for backend in backends:
+        print(f"benchmarking {backend} ...", flush=True)
+        records += run_backend(backend, args.quick)
+    lines, verdicts = tables(records)
+    header = [
+        "# customgrad benchmark results", "",
+        f"Generated by `{'.venv/bin/python bench/run.py' + (' --quick' if args.quick else '')}` "
+        f"on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
+        f"Python {platform.python_version()}; {versions()}.",
+        "Threads pinned to one per backend; implementations interleaved round by round; "
+        "medians with min-max. Tiny = 8 elements; large = 2^22 elements "
+        "(2^16 with --quick); peak memory: one forward+backward on 2^24 elements, resident "
+        "memory above what was held before (Linux VmHWM).", "",
+        "## Verdicts", "", "```", *verdicts, "```",
+    ]
+    r_lines = ["(skipped: --no-r)"] if args.no_r else r_bench()
+    text = "\n".join(header + ["", "## Tables"] + lines + ["", "## R", *r_lines]) + "\n"
+    Path(args.output).write_text(text)
+    print(text)
+    print(f"wrote {args.output} in {time.time() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
