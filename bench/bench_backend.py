@@ -98,6 +98,32 @@ def _status(field):
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def _peak_of(step, xs):
+    """MiB above what was held before, at the peak of one call: host memory (VmHWM), or the
+    CUDA allocator's peak when torch runs on a GPU."""
+    if impls.BACKEND == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            step(*xs)
+            return (torch.cuda.max_memory_allocated() - base) / 2**20
+    if impls.BACKEND == "jax":
+        import jax
+
+        if jax.devices()[0].platform != "cpu":
+            raise RuntimeError("peak memory is measured on the CPU and on torch's CUDA allocator")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the peak (VmHWM) to the current resident size
+    base = _status("VmRSS")
+    result = step(*xs)
+    peak = _status("VmHWM") - base
+    del result
+    return peak
+
+
 def peak_memory(fn_name, n, repeats=3):
     table = impls.implementations()
     xs = inputs(n, impls.N_INPUTS[fn_name])
@@ -110,14 +136,13 @@ def peak_memory(fn_name, n, repeats=3):
                  error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
             continue
         peaks = []
-        for _ in range(repeats):
-            gc.collect()
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # resets the peak (VmHWM) to the current resident size
-            base = _status("VmRSS")
-            result = step(*xs)
-            peaks.append(_status("VmHWM") - base)
-            del result
+        try:
+            for _ in range(repeats):
+                gc.collect()
+                peaks.append(_peak_of(step, xs))
+        except RuntimeError as e:
+            emit(metric="peak_memory", fn=fn_name, kind=kind, error=str(e))
+            continue
         emit(metric="peak_memory", fn=fn_name, kind=kind, median=statistics.median(peaks),
              min=min(peaks), max=max(peaks), n=n)
 
