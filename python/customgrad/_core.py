@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from dataclasses import dataclass
 
 import keras
 from keras.src.backend import any_symbolic_tensors
@@ -95,17 +96,25 @@ class Invocation:
                 f"{_tree.describe(grad_fn)}."
             )
         self.output = output
-        return _tree.flatten(output), grad_fn
+        leaves = _tree.flatten(output)
+        self.output_specs = [self.backend.spec(o) if self.backend.is_tensor(o) else None
+                             for o in leaves]
+        return leaves, grad_fn
 
     def rebuild_output(self, output_leaves: list):
         return _tree.unflatten(self.output, list(output_leaves))
 
+    def release_output(self):
+        """Keeps the output's structure and specs, not its tensors: the backward needs only
+        shapes and dtypes, and holding the values would keep them alive until backward (one
+        more tensor than plain autodiff at the peak)."""
+        self.output = _tree.unflatten(self.output, self.output_specs)
+
     # -- backward --------------------------------------------------------------------------
-    def run_backward(self, grad_fn, output_leaves, cotangents, variables=(), variable_values=()):
+    def run_backward(self, grad_fn, cotangents, variables=(), variable_values=()):
         """Calls grad_fn and checks its result.
 
         Args:
-            output_leaves: the forward's output leaves (for zeros and structure).
             cotangents: one upstream gradient (or None) per output leaf.
             variables: keras.Variables the forward read; variable_values: their values.
 
@@ -115,11 +124,11 @@ class Invocation:
         """
         B = self.backend
         upstream = []
-        for out, ct in zip(output_leaves, cotangents):
-            if not (B.is_tensor(out) and B.is_float(out)):
+        for spec, ct in zip(self.output_specs, cotangents):
+            if spec is None or not spec.floating:
                 upstream.append(None)
             elif ct is None:
-                upstream.append(B.zeros_like(out))
+                upstream.append(B.zeros(spec))
             else:
                 upstream.append(ct)
         result = call_grad_fn(grad_fn, self.f, self.output, upstream, list(variables))
@@ -156,6 +165,16 @@ class Invocation:
                 f"broadcasts or sums them for you)."
             )
         return B.cast_like(grad, ref)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What the backward needs of an output tensor: shape, dtype, device, float or not."""
+
+    shape: tuple
+    dtype: object
+    device: object
+    floating: bool
 
 
 class _SymbolicCall(keras.Operation):

@@ -20,6 +20,7 @@ import numpy as np
 from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
+from .._core import OutputSpec
 from .._variables import recording
 
 
@@ -41,6 +42,14 @@ def is_float(x) -> bool:
 
 def zeros_like(x):
     return jnp.zeros(x.shape, x.dtype)
+
+
+def spec(x):
+    return OutputSpec(tuple(x.shape), x.dtype, None, is_float(x))
+
+
+def zeros(spec):
+    return jnp.zeros(spec.shape, spec.dtype)
 
 
 def convert(grad, like):
@@ -134,18 +143,18 @@ def call(inv):
 
     def fwd(*primals):
         out_leaves, grad_fn, rec = forward(*primals)
+        inv.release_output()
         variables, var_values = rec.variables, rec.raw_values
         float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
+        n_outputs = len(out_leaves)
 
         def rule(*cotangents):
-            full = [None] * len(out_leaves)
+            full = [None] * n_outputs
             for j, ct in zip(float_outputs, cotangents):
                 full[j] = ct
             # grad_fn may read variables too (a closure over layer.kernel)
             with bound(primals):
-                input_grads, var_grads = inv.run_backward(
-                    grad_fn, out_leaves, full, variables, var_values
-                )
+                input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
             grads = list(input_grads) + [by_id.get(id(v)) for v in primals[n_inputs:]]
             return [

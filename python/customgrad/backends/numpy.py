@@ -8,6 +8,8 @@ import contextlib
 import keras
 import numpy as np
 
+from .._core import OutputSpec
+
 
 def tensor_value(leaf):
     if isinstance(leaf, np.ndarray):
@@ -23,6 +25,10 @@ def is_tensor(x) -> bool:
 
 def is_float(x) -> bool:
     return np.issubdtype(x.dtype, np.inexact)
+
+
+def spec(x):
+    return OutputSpec(x.shape, x.dtype, None, is_float(x))
 
 
 def call(inv):

@@ -14,6 +14,7 @@ import tensorflow as tf
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
+from .._core import OutputSpec
 from .._variables import recording
 
 
@@ -35,8 +36,14 @@ def is_float(x) -> bool:
     return x.dtype.is_floating or x.dtype.is_complex
 
 
-def zeros_like(x):
-    return tf.zeros_like(x)
+def spec(x):
+    # under tf.function shapes may be partly unknown: keep the (small) dynamic shape then
+    shape = tuple(x.shape) if x.shape.is_fully_defined() else tf.shape(x)
+    return OutputSpec(shape, x.dtype, None, is_float(x))
+
+
+def zeros(spec):
+    return tf.zeros(spec.shape, dtype=spec.dtype)
 
 
 def convert(grad, like):
@@ -78,10 +85,11 @@ def call(inv):
         with recording() as rec, quiet:
             out_leaves, grad_fn = inv.run_forward(tensors)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
+        inv.release_output()
         variables, var_values = rec.variables, rec.raw_values
 
         def backward(cotangents):
-            return inv.run_backward(grad_fn, out_leaves, cotangents, variables, var_values)
+            return inv.run_backward(grad_fn, cotangents, variables, var_values)
 
         if not variables:
             return out_leaves, lambda *cts: backward(cts)[0]

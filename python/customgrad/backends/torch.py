@@ -14,6 +14,7 @@ import contextlib
 import keras
 import torch
 
+from .._core import OutputSpec
 from .._variables import recording
 
 
@@ -33,8 +34,12 @@ def is_float(x) -> bool:
     return x.is_floating_point() or x.is_complex()
 
 
-def zeros_like(x):
-    return torch.zeros_like(x)
+def spec(x):
+    return OutputSpec(x.shape, x.dtype, x.device, is_float(x))
+
+
+def zeros(spec):
+    return torch.zeros(spec.shape, dtype=spec.dtype, device=spec.device)
 
 
 def convert(grad, like):
@@ -109,14 +114,15 @@ def call(inv):
     linked_outputs = [
         j for j, o in enumerate(out_leaves) if isinstance(o, torch.Tensor) and is_float(o)
     ]
+    # detached: the parts of the forward graph grad_fn does not use are dropped now
     detached = [o.detach() if isinstance(o, torch.Tensor) else o for o in out_leaves]
-    inv.output = inv.rebuild_output(detached)  # drop the forward graph grad_fn does not use
+    del out_leaves
 
     def backward(cotangents):
-        full = [None] * len(detached)
+        full = [None] * len(inv.output_specs)
         for j, ct in zip(linked_outputs, cotangents):
             full[j] = ct
-        input_grads, var_grads = inv.run_backward(grad_fn, detached, full, variables, var_values)
+        input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
         var_grads = var_grads or [None] * len(variables)
         return [input_grads[k] for k in inputs] + [var_grads[i] for i in linked_vars]
 
@@ -131,7 +137,9 @@ def call(inv):
     result = list(detached)
     for j, t in zip(linked_outputs, linked):
         result[j] = t
-    return inv.rebuild_output(result)
+    result = inv.rebuild_output(result)
+    inv.release_output()
+    return result
 
 
 def ones_like(x):
