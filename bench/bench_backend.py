@@ -6,6 +6,7 @@ Prints one JSON object per line: {"metric", "fn", "kind", ...numbers or "error"}
   compiled_large  the same under jax.jit / tf.function(jit_compile=True) / torch.compile
   peak_memory     peak resident memory of one forward+backward on M elements above the memory
                   held before it (MiB; Linux VmHWM, reset through /proc/self/clear_refs)
+  retained_memory memory held between forward and backward (outputs + what autodiff keeps)
 Implementations are interleaved round by round; each number is a median with min and max.
 """
 
@@ -114,7 +115,7 @@ def _peak_of(step, xs):
         import jax
 
         if jax.devices()[0].platform != "cpu":
-            raise RuntimeError("peak memory is measured on the CPU and on torch's CUDA allocator")
+            raise RuntimeError("not measurable: jax has no resettable peak of GPU memory")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # resets the peak (VmHWM) to the current resident size
     base = _status("VmRSS")
@@ -128,6 +129,11 @@ def peak_memory(fn_name, n, repeats=3):
     table = impls.implementations()
     xs = inputs(n, impls.N_INPUTS[fn_name])
     for kind in KINDS:
+        if impls.BACKEND == "tensorflow":
+            emit(metric="peak_memory", fn=fn_name, kind=kind,
+                 error="not measurable: TensorFlow's CPU allocator keeps freed memory and no "
+                       "statistics (resident memory does not move)")
+            continue
         try:
             step = impls.grad_step(table[kind][fn_name], impls.N_INPUTS[fn_name])
             step(*inputs(64, impls.N_INPUTS[fn_name]))  # warm up on a tiny input
@@ -147,6 +153,66 @@ def peak_memory(fn_name, n, repeats=3):
              min=min(peaks), max=max(peaks), n=n)
 
 
+def retained_memory(fn_name, n, repeats=3):
+    """MiB held between the forward and the backward (outputs plus what autodiff keeps for the
+    backward): what a custom gradient that recomputes instead of storing saves."""
+    table = impls.implementations()
+    xs = inputs(n, impls.N_INPUTS[fn_name])
+    for kind in KINDS:
+        if impls.BACKEND == "tensorflow":
+            emit(metric="retained_memory", fn=fn_name, kind=kind,
+                 error="not measurable: TensorFlow's CPU allocator keeps no statistics")
+            continue
+        if impls.BACKEND == "jax":
+            _jax_retained(fn_name, kind, table[kind][fn_name], xs, n)
+            continue
+        try:
+            run = impls.forward_holding_graph(table[kind][fn_name], impls.N_INPUTS[fn_name])
+            run(*inputs(64, impls.N_INPUTS[fn_name]))
+        except Exception as e:
+            emit(metric="retained_memory", fn=fn_name, kind=kind,
+                 error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            continue
+        held = []
+        for _ in range(repeats):
+            gc.collect()
+            if impls.BACKEND == "torch" and _cuda():
+                import torch
+
+                base = torch.cuda.memory_allocated()
+                kept = run(*xs)
+                held.append((torch.cuda.memory_allocated() - base) / 2**20)
+            else:
+                base = _status("VmRSS")
+                kept = run(*xs)
+                held.append(_status("VmRSS") - base)
+            del kept
+        emit(metric="retained_memory", fn=fn_name, kind=kind, median=statistics.median(held),
+             min=min(held), max=max(held), n=n)
+
+
+def _jax_retained(fn_name, kind, fn, xs, n):
+    """Exact for jax: the bytes a compiled forward returns for the backward (outputs and VJP
+    residuals), from XLA's memory analysis."""
+    import jax
+
+    loss = impls.loss_of(fn)
+    try:
+        compiled = jax.jit(lambda *v: jax.vjp(loss, *v)).lower(*xs).compile()
+    except Exception as e:
+        emit(metric="retained_memory", fn=fn_name, kind=kind,
+             error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+        return
+    mib = compiled.memory_analysis().output_size_in_bytes / 2**20
+    emit(metric="retained_memory", fn=fn_name, kind=kind, median=mib, min=mib, max=mib, n=n)
+
+
+def _cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, small N")
@@ -160,6 +226,7 @@ def main():
         timed("eager_large", fn_name, False, large, 2 if quick else 7, 1 if quick else 3, 1e3)
         timed("compiled_large", fn_name, True, large, 2 if quick else 7, 1 if quick else 5, 1e3)
         peak_memory(fn_name, 2 ** (16 if quick else args.memory), 1 if quick else 3)
+        retained_memory(fn_name, 2 ** (16 if quick else args.memory), 1 if quick else 3)
 
 
 if __name__ == "__main__":

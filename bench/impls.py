@@ -221,3 +221,39 @@ def grad_step(fn, n_inputs, compiled=False):
 
         return synced
     return g
+
+
+def forward_holding_graph(fn, n_inputs):
+    """Runs the forward and returns what a training step holds until its backward: the outputs
+    plus the graph (torch), the tape (tensorflow) or the VJP closure with its residuals (jax)."""
+    loss = loss_of(fn)
+    if BACKEND == "jax":
+        import jax
+
+        def run(*xs):
+            y, vjp_fn = jax.vjp(loss, *xs)
+            return jax.block_until_ready(y), vjp_fn
+
+        return run
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        def run(*xs):
+            tape = tf.GradientTape()
+            with tape:
+                for x in xs:
+                    tape.watch(x)
+                y = loss(*xs)
+            return y, tape
+
+        return run
+    import torch
+
+    def run(*xs):
+        xs = [x.detach().requires_grad_(True) for x in xs]
+        y = loss(*xs)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return y, xs
+
+    return run
