@@ -31,7 +31,7 @@ class ScaleGradient(keras.layers.Layer):
 
     def __init__(self, scale: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        self.scale = _check_number("ScaleGradient", "scale", scale)
+        self.scale = _check_number(type(self).__name__, "scale", scale)
 
     def call(self, inputs):
         return ops.scale_gradient(inputs, self.scale)
@@ -41,19 +41,12 @@ class ScaleGradient(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="customgrad")
-class GradientReversal(keras.layers.Layer):
+class GradientReversal(ScaleGradient):
     """Identity forward; multiplies the gradient flowing back by -scale (the gradient reversal
     layer of domain-adversarial training)."""
 
-    def __init__(self, scale: float = 1.0, **kwargs):
-        super().__init__(**kwargs)
-        self.scale = _check_number("GradientReversal", "scale", scale)
-
     def call(self, inputs):
         return ops.reverse_gradient(inputs, self.scale)
-
-    def get_config(self):
-        return {**super().get_config(), "scale": self.scale}
 
 
 @keras.saving.register_keras_serializable(package="customgrad")
