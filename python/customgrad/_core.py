@@ -104,6 +104,21 @@ class Invocation:
     def rebuild_output(self, output_leaves: list):
         return _tree.unflatten(self.output, list(output_leaves))
 
+    def release_inputs(self):
+        """After the forward, keeps the inputs' structure and specs, not the tensors: grad_fn
+        holds what it needs itself, and holding the inputs too would keep a previous layer's
+        activation alive until the backward where plain autodiff frees it."""
+        specs = [self.backend.spec(v) for v in self.tensor_values]
+        leaves = list(self.leaves)
+        for i, spec in zip(self.tensor_index, specs):
+            leaves[i] = spec
+        self.tensor_values, self.leaves = specs, leaves
+        self.structure = _tree.unflatten(self.structure, leaves) if not self.flat else self.structure
+        n_arg_leaves = len(self._arg_is_tensor)
+        self.args = tuple(leaves[:n_arg_leaves]) if self.flat else self.structure[0]
+        if self.flat:
+            self.structure = (self.args, {})
+
     def release_output(self):
         """Keeps the output's structure and specs, not its tensors: the backward needs only
         shapes and dtypes, and holding the values would keep them alive until backward (one
@@ -169,12 +184,15 @@ class Invocation:
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """What the backward needs of an output tensor: shape, dtype, device, float or not."""
+    """What the backward needs of a tensor: shape (static, None for unknown dims), dtype, device,
+    float or not, and for partly unknown shapes the runtime shape (a small tensor)."""
 
     shape: tuple
     dtype: object
     device: object
     floating: bool
+    runtime_shape: object = None
+    describe_as = "tensor"  # in error messages
 
 
 class _SymbolicCall(keras.Operation):

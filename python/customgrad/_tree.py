@@ -89,7 +89,8 @@ def describe(x: Any) -> str:
     if shape is not None:
         dtype = getattr(x, "dtype", None)
         dtype = getattr(dtype, "name", dtype)
-        return f"a {type(x).__name__} of shape {tuple(shape)} and dtype {dtype}"
+        kind = getattr(x, "describe_as", type(x).__name__)
+        return f"a {kind} of shape {tuple(shape)} and dtype {dtype}"
     return f"a {type(x).__name__}"
 
 

@@ -130,11 +130,13 @@ def call(inv):
         inv.run_forward(inv.tensor_values)
         return inv.output
 
-    def bound(primals):
-        return _variables_bound(mapping, candidate_ids, primals[n_inputs:])
+    primal_specs = [spec(p) for p in primals]
+
+    def bound(variable_values):
+        return _variables_bound(mapping, candidate_ids, variable_values)
 
     def forward(*primals):
-        with bound(primals), recording() as rec:
+        with bound(primals[n_inputs:]), recording() as rec:
             out_leaves, grad_fn = inv.run_forward(primals[:n_inputs])
         return [jnp.asarray(o) for o in out_leaves], grad_fn, rec
 
@@ -144,26 +146,30 @@ def call(inv):
     def fwd(*primals):
         out_leaves, grad_fn, rec = forward(*primals)
         inv.release_output()
+        inv.release_inputs()
         variables, var_values = rec.variables, rec.raw_values
         float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
         n_outputs = len(out_leaves)
+        variable_primals = primals[n_inputs:]
+        eager = not any(isinstance(p, jax.core.Tracer) for p in primals)
+        del primals  # the rule must not hold the inputs (only specs): grad_fn keeps what it needs
 
         def rule(*cotangents):
             full = [None] * n_outputs
             for j, ct in zip(float_outputs, cotangents):
                 full[j] = ct
             # grad_fn may read variables too (a closure over layer.kernel)
-            with bound(primals):
+            with bound(variable_primals):
                 input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-            grads = list(input_grads) + [by_id.get(id(v)) for v in primals[n_inputs:]]
+            grads = list(input_grads) + [by_id.get(id(v)) for v in variable_primals]
             return [
-                zeros_like(p) if g is None else g
-                for g, p in zip(grads, primals)
-                if is_float(p)
+                zeros(p) if g is None else g
+                for g, p in zip(grads, primal_specs)
+                if p.floating
             ]
 
-        if not any(isinstance(p, jax.core.Tracer) for p in primals):
+        if eager:
             # Eager jax.grad calls fwd and bwd on concrete arrays: grad_fn can stay a Python
             # closure, and tracing it (about a millisecond a call) is not needed.
             return out_leaves, _Residuals(rule, [], float_outputs)
@@ -175,8 +181,8 @@ def call(inv):
     def bwd(res, cotangents):
         grads = iter(res(*[cotangents[j] for j in res.float_outputs]))
         return tuple(
-            next(grads) if is_float(p) else np.zeros(p.shape, dtype=jax.dtypes.float0)
-            for p in primals
+            next(grads) if p.floating else np.zeros(p.shape, dtype=jax.dtypes.float0)
+            for p in primal_specs
         )
 
     f = jax.custom_vjp(primal)

@@ -37,13 +37,14 @@ def is_float(x) -> bool:
 
 
 def spec(x):
-    # under tf.function shapes may be partly unknown: keep the (small) dynamic shape then
-    shape = tuple(x.shape) if x.shape.is_fully_defined() else tf.shape(x)
-    return OutputSpec(shape, x.dtype, None, is_float(x))
+    # under tf.function shapes may be partly unknown: keep the (small) runtime shape then
+    runtime = None if x.shape.is_fully_defined() else tf.shape(x)
+    return OutputSpec(static_shape(x), x.dtype, None, is_float(x), runtime)
 
 
 def zeros(spec):
-    return tf.zeros(spec.shape, dtype=spec.dtype)
+    shape = spec.shape if spec.runtime_shape is None else spec.runtime_shape
+    return tf.zeros(shape, dtype=spec.dtype)
 
 
 def convert(grad, like):
@@ -55,6 +56,8 @@ def convert(grad, like):
 
 
 def static_shape(x) -> tuple:
+    if isinstance(x, OutputSpec):
+        return x.shape
     shape = x.shape
     return tuple(shape) if shape.rank is not None else ()
 
@@ -86,6 +89,7 @@ def call(inv):
             out_leaves, grad_fn = inv.run_forward(tensors)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
         inv.release_output()
+        inv.release_inputs()
         variables, var_values = rec.variables, rec.raw_values
 
         def backward(cotangents):

@@ -139,6 +139,7 @@ def call(inv):
         result[j] = t
     result = inv.rebuild_output(result)
     inv.release_output()
+    inv.release_inputs()
     return result
 
 
