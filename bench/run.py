@@ -23,6 +23,9 @@ PINNED_ENV = {
     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
     "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
+    # a fixed mmap threshold: large buffers are mapped and unmapped at once, so resident memory
+    # follows live tensors (glibc otherwise raises the threshold after the first big free)
+    "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072",
 }
 
 TARGETS = {  # metric: (compare against, limit, description)

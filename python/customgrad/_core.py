@@ -113,11 +113,12 @@ class Invocation:
         for i, spec in zip(self.tensor_index, specs):
             leaves[i] = spec
         self.tensor_values, self.leaves = specs, leaves
-        self.structure = _tree.unflatten(self.structure, leaves) if not self.flat else self.structure
-        n_arg_leaves = len(self._arg_is_tensor)
-        self.args = tuple(leaves[:n_arg_leaves]) if self.flat else self.structure[0]
         if self.flat:
+            self.args = tuple(leaves)
             self.structure = (self.args, {})
+        else:
+            self.structure = _tree.unflatten(self.structure, leaves)
+            self.args = self.structure[0]
 
     def release_output(self):
         """Keeps the output's structure and specs, not its tensors: the backward needs only
