@@ -99,14 +99,23 @@ in_callback <- function(expr) {
   })
 }
 
-# Evaluates a Python call; R errors from callbacks are re-signalled as they were, Python errors
+# Evaluates a Python call; customgrad errors from callbacks are re-signalled as they were, other R
+# errors from callbacks become `customgrad_callback_error` (original kept in `r_error`), Python errors
 # become `customgrad_python_error` conditions carrying Python's message.
 with_py_errors <- function(expr, fn) {
   .cg$callback_error <- NULL
   tryCatch(expr, error = function(e) {
     inner <- .cg$callback_error
     .cg$callback_error <- NULL
-    if (!is.null(inner)) stop(inner)
+    if (!is.null(inner)) {
+      if (inherits(inner, "customgrad_error")) stop(inner)
+      # an R error raised by the user's f or grad function: keep its message, give it a class
+      inner_msg <- conditionMessage(inner)
+      cg_abort(
+        c("An R function called by {.fn {fn}} raised an error.", x = "{inner_msg}"),
+        "customgrad_callback_error", call = NULL, parent = NA, r_error = inner
+      )
+    }
     if (inherits(e, "customgrad_error")) stop(e)
     msg <- python_message(e)
     # the Python core's contract errors keep a specific class in R too
