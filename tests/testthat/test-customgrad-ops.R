@@ -1,0 +1,11 @@
+test_that("customgrad.ops wrappers give the defined gradients", {
+  backend()
+  expect_equal(num(op_grad(op_log1pexp)(100)), 1)
+  expect_equal(num(op_log1pexp(0)), log(2), tolerance = 1e-6)
+  g <- op_grad(function(x) op_sum(op_reverse_gradient(x) * 3))(c(1, 2))
+  expect_equal(num(g), c(-3, -3))
+  g <- op_grad(function(x) op_sum(op_scale_gradient(x, 0.5) * 3))(c(1, 2))
+  expect_equal(num(g), c(1.5, 1.5))
+  g <- op_grad(function(x) op_sum(op_clip_gradient(x, -1, 1) * c(5, -0.5)))(c(1, 2))
+  expect_equal(num(g), c(1, -0.5))
+})
