@@ -47,6 +47,9 @@ test_that("10,000 eager custom-gradient calls keep memory flat", {
   # call (a backward graph, a Python frame with the closure, the R closure environment and its
   # tensors) costs more than that, so a per-call leak fails; allocator noise (a few MiB) passes.
   expect_lt(rss_end - rss_mid, 16)
-  # R's heap: a retained R closure environment per call is >= 20 cells; 1000 cells in all is noise.
-  expect_lt(cells_end - cells_mid, 1000)
+  # R's heap: a retained R closure environment with its bindings is >= 20 cells, so fewer than
+  # 10 cells per call on average rules out keeping one per call (reticulate's own caches and
+  # gc() bookkeeping vary by a few thousand cells between runs: measured +13,100 over 3,139
+  # calls on jax under load, -20,000 in quiet runs).
+  expect_lt(cells_end - cells_mid, 10 * half)
 })
