@@ -23,6 +23,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import impls  # noqa: E402
 
 KINDS = ["autodiff", "native", "keras", "customgrad"]
+METRICS = ["eager_tiny", "eager_large", "compiled_large", "peak_memory", "retained_memory"]
 
 
 def emit(**record):
@@ -218,15 +219,27 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, small N")
     parser.add_argument("--large", type=int, default=22, help="log2 of the large input size")
     parser.add_argument("--memory", type=int, default=24, help="log2 of the memory input size")
+    parser.add_argument("--only", default=",".join(METRICS),
+                        help="comma-separated metrics to run (default: all)")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if only - set(METRICS):
+        parser.error(f"--only: unknown metrics {sorted(only - set(METRICS))}; expected {METRICS}")
     quick = args.quick
     large = 2 ** (16 if quick else args.large)
+    memory = 2 ** (16 if quick else args.memory)
     for fn_name in ("softplus", "swish", "three"):
-        timed("eager_tiny", fn_name, False, 8, 3 if quick else 15, 20 if quick else 200, 1e6)
-        timed("eager_large", fn_name, False, large, 2 if quick else 7, 1 if quick else 3, 1e3)
-        timed("compiled_large", fn_name, True, large, 2 if quick else 7, 1 if quick else 5, 1e3)
-        peak_memory(fn_name, 2 ** (16 if quick else args.memory), 1 if quick else 3)
-        retained_memory(fn_name, 2 ** (16 if quick else args.memory), 1 if quick else 3)
+        if "eager_tiny" in only:
+            timed("eager_tiny", fn_name, False, 8, 3 if quick else 15, 20 if quick else 200, 1e6)
+        if "eager_large" in only:
+            timed("eager_large", fn_name, False, large, 2 if quick else 7, 1 if quick else 3, 1e3)
+        if "compiled_large" in only:
+            timed("compiled_large", fn_name, True, large, 2 if quick else 7, 1 if quick else 5,
+                  1e3)
+        if "peak_memory" in only:
+            peak_memory(fn_name, memory, 1 if quick else 3)
+        if "retained_memory" in only:
+            retained_memory(fn_name, memory, 1 if quick else 3)
 
 
 if __name__ == "__main__":

@@ -53,20 +53,28 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
     """
     code = getattr(grad_fn, "__code__", None)
     if code is not None:
-        names = code.co_varnames
-        positional = names[code.co_posonlyargcount:code.co_argcount]
-        keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-        var_keyword = bool(code.co_flags & _CO_VARKEYWORDS)
-    else:
-        try:
-            params = inspect.signature(grad_fn).parameters.values()
-        except (TypeError, ValueError):
-            # Builtins and some C callables have no signature: call them positionally.
-            return GradSignature(False, False)
-        kind = inspect.Parameter
-        positional = tuple(p.name for p in params if p.kind == kind.POSITIONAL_OR_KEYWORD)
-        keyword_only = tuple(p.name for p in params if p.kind == kind.KEYWORD_ONLY)
-        var_keyword = any(p.kind == kind.VAR_KEYWORD for p in params)
+        # not cached: a cache written while torch.compile traces a backward breaks its graph
+        return _signature_of_code(code)
+    try:
+        params = inspect.signature(grad_fn).parameters.values()
+    except (TypeError, ValueError):
+        # Builtins and some C callables have no signature: call them positionally.
+        return GradSignature(False, False)
+    kind = inspect.Parameter
+    positional = tuple(p.name for p in params if p.kind == kind.POSITIONAL_OR_KEYWORD)
+    keyword_only = tuple(p.name for p in params if p.kind == kind.KEYWORD_ONLY)
+    var_keyword = any(p.kind == kind.VAR_KEYWORD for p in params)
+    return _grad_signature(positional, keyword_only, var_keyword)
+
+
+def _signature_of_code(code) -> GradSignature:
+    names = code.co_varnames
+    positional = names[code.co_posonlyargcount:code.co_argcount]
+    keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    return _grad_signature(positional, keyword_only, bool(code.co_flags & _CO_VARKEYWORDS))
+
+
+def _grad_signature(positional, keyword_only, var_keyword) -> GradSignature:
     upstream_keyword = "upstream" in keyword_only or (var_keyword and "upstream" not in positional)
     accepts_variables = var_keyword or "variables" in keyword_only or "variables" in positional
     return GradSignature(upstream_keyword, accepts_variables)
@@ -131,6 +139,15 @@ def align_input_grads(grad_xs, args: tuple, is_tensor_leaf: list, f, grad_fn) ->
     Accepts the structure of the arguments (a single value for a one-argument f) or a flat
     sequence with one entry per tensor leaf. Returns one entry (or None) per leaf of `args`.
     """
+    if grad_xs is None:
+        return [None] * len(is_tensor_leaf)
+    if all(_tree.is_leaf(a) for a in args):
+        # the common case, plain arguments: skip the general matching below
+        if len(args) == 1 and _tree.is_leaf(grad_xs):
+            return [grad_xs]
+        if (isinstance(grad_xs, (list, tuple)) and len(grad_xs) == len(args)
+                and all(_tree.is_leaf(g) for g in grad_xs)):
+            return list(grad_xs)
     n_tensors = sum(is_tensor_leaf)
     attempts = []
     if len(args) == 1:
@@ -140,8 +157,6 @@ def align_input_grads(grad_xs, args: tuple, is_tensor_leaf: list, f, grad_fn) ->
     attempts.append(lambda: _tree.match(grad_xs, tuple(args)))
     if isinstance(grad_xs, (list, tuple)) and len(grad_xs) == n_tensors:
         attempts.append(lambda: _scatter_flat(list(grad_xs), is_tensor_leaf))
-    if grad_xs is None:
-        return [None] * len(is_tensor_leaf)
     first_error = None
     for attempt in attempts:
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-from dataclasses import dataclass
 
 import keras
 from keras.src.backend import any_symbolic_tensors
@@ -70,14 +69,18 @@ class Invocation:
         for i in self.tensor_index:
             if i < n_arg_leaves:
                 self._arg_is_tensor[i] = True
+        self.all_tensors = len(self.tensor_index) == len(self.leaves)
         self.output = None
 
     # -- forward ---------------------------------------------------------------------------
     def run_forward(self, tensor_values) -> tuple[list, object]:
         """Calls f once with the tensor leaves replaced; returns (output leaves, grad_fn)."""
-        leaves = list(self.leaves)
-        for i, value in zip(self.tensor_index, tensor_values):
-            leaves[i] = value
+        if self.all_tensors:
+            leaves = list(tensor_values)
+        else:
+            leaves = list(self.leaves)
+            for i, value in zip(self.tensor_index, tensor_values):
+                leaves[i] = value
         if self.flat:
             result = self.f(*leaves)
         else:
@@ -97,8 +100,8 @@ class Invocation:
             )
         self.output = output
         leaves = _tree.flatten(output)
-        self.output_specs = [self.backend.spec(o) if self.backend.is_tensor(o) else None
-                             for o in leaves]
+        spec, is_tensor = self.backend.spec, self.backend.is_tensor
+        self.output_specs = [spec(o) if is_tensor(o) else None for o in leaves]
         return leaves, grad_fn
 
     def rebuild_output(self, output_leaves: list):
@@ -108,10 +111,14 @@ class Invocation:
         """After the forward, keeps the inputs' structure and specs, not the tensors: grad_fn
         holds what it needs itself, and holding the inputs too would keep a previous layer's
         activation alive until the backward where plain autodiff frees it."""
-        specs = [self.backend.spec(v) for v in self.tensor_values]
-        leaves = list(self.leaves)
-        for i, spec in zip(self.tensor_index, specs):
-            leaves[i] = spec
+        spec = self.backend.spec
+        specs = [spec(v) for v in self.tensor_values]
+        if self.all_tensors:
+            leaves = specs
+        else:
+            leaves = list(self.leaves)
+            for i, s in zip(self.tensor_index, specs):
+                leaves[i] = s
         self.tensor_values, self.leaves = specs, leaves
         if self.flat:
             self.args = tuple(leaves)
@@ -147,53 +154,60 @@ class Invocation:
                 upstream.append(B.zeros(spec))
             else:
                 upstream.append(ct)
-        result = call_grad_fn(grad_fn, self.f, self.output, upstream, list(variables))
-        grad_xs, grad_vars = split_variable_grads(result, self.f, grad_fn, list(variables))
+        variables = list(variables)
+        result = call_grad_fn(grad_fn, self.f, self.output, upstream, variables)
+        grad_xs, grad_vars = split_variable_grads(result, self.f, grad_fn, variables)
         per_arg_leaf = align_input_grads(grad_xs, self.args, self._arg_is_tensor, self.f, grad_fn)
         input_grads = []
+        n_per_arg = len(per_arg_leaf)
         for i, value, diff in zip(self.tensor_index, self.tensor_values, self.differentiable):
-            g = per_arg_leaf[i] if i < len(per_arg_leaf) else None
-            if g is None or not diff:
-                input_grads.append(None)
-                continue
-            input_grads.append(self._checked(
-                g, value, lambda i=i: _tree.leaf_paths(self.args, "args")[i], grad_fn))
+            g = per_arg_leaf[i] if i < n_per_arg else None
+            input_grads.append(None if g is None or not diff else self._checked(g, value, i, grad_fn))
         var_grads = []
         if grad_vars is not None:
             for var, value, g in zip(variables, variable_values, grad_vars):
                 name = getattr(var, "path", None) or getattr(var, "name", "?")
                 var_grads.append(None if g is None else self._checked(
-                    g, value, lambda name=name: f"the variable {name}", grad_fn))
+                    g, value, f"the variable {name}", grad_fn))
         return input_grads, var_grads
 
     def _checked(self, grad, ref, where, grad_fn):
-        """`grad` converted, shape-checked and cast for input `ref`; `where()` names the input."""
+        """`grad` converted, shape-checked and cast for input `ref`; `where` names the input:
+        a leaf index of the arguments, or a text."""
         B = self.backend
         grad = B.convert(grad, ref)
         g_shape, r_shape = B.static_shape(grad), B.static_shape(ref)
-        if len(g_shape) != len(r_shape) or any(
+        if g_shape != r_shape and (len(g_shape) != len(r_shape) or any(
             a is not None and b is not None and a != b for a, b in zip(g_shape, r_shape)
-        ):
+        )):
+            if isinstance(where, int):
+                where = _tree.leaf_paths(self.args, "args")[where]
             raise CustomGradientError(
                 f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}` "
-                f"returned a gradient of shape {tuple(g_shape)} for {where()}, which has shape "
+                f"returned a gradient of shape {tuple(g_shape)} for {where}, which has shape "
                 f"{tuple(r_shape)}; gradients must have their input's shape (customgrad never "
                 f"broadcasts or sums them for you)."
             )
         return B.cast_like(grad, ref)
 
 
-@dataclass(frozen=True)
 class OutputSpec:
     """What the backward needs of a tensor: shape (static, None for unknown dims), dtype, device,
-    float or not, and for partly unknown shapes the runtime shape (a small tensor)."""
+    float or not, and for partly unknown shapes the runtime shape (a small tensor).
 
-    shape: tuple
-    dtype: object
-    device: object
-    floating: bool
-    runtime_shape: object = None
+    A plain class with slots: one is made per input and output of every call, and a frozen
+    dataclass costs three times as much to build.
+    """
+
+    __slots__ = ("shape", "dtype", "device", "floating", "runtime_shape")
     describe_as = "tensor"  # in error messages
+
+    def __init__(self, shape, dtype, device, floating, runtime_shape=None):
+        self.shape, self.dtype, self.device = shape, dtype, device
+        self.floating, self.runtime_shape = floating, runtime_shape
+
+    def __repr__(self):
+        return f"OutputSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
 
 
 class _SymbolicCall(keras.Operation):

@@ -21,6 +21,15 @@ def _children(x: Any) -> list | None:
     return None
 
 
+def is_leaf(x: Any) -> bool:
+    """Whether `x` is a leaf (not a list, tuple or dict).
+
+    >>> is_leaf(1.0), is_leaf([1.0])
+    (True, False)
+    """
+    return not isinstance(x, (list, tuple, dict))
+
+
 def flatten(x: Any) -> list:
     """Returns the leaves of `x`, depth first.
 

@@ -43,15 +43,15 @@ def zeros(spec):
 
 
 def convert(grad, like):
-    if isinstance(grad, keras.Variable):
-        grad = grad.value
     if isinstance(grad, torch.Tensor):
         return grad
+    if isinstance(grad, keras.Variable):
+        return grad.value
     return torch.as_tensor(grad, dtype=like.dtype, device=like.device)
 
 
 def static_shape(x) -> tuple:
-    return tuple(x.shape)
+    return x.shape  # a torch.Size, which is a tuple
 
 
 def cast_like(grad, like):
@@ -61,21 +61,25 @@ def cast_like(grad, like):
 
 
 class _Link(torch.autograd.Function):
-    """Identity on the (detached) outputs; backward calls grad_fn for the linked inputs."""
+    """Returns the (detached) outputs f computed, attached to the inputs; backward calls grad_fn.
+
+    The outputs come in as a Python list, not as tensor arguments: outputs that are not inputs
+    of the Function need no view bookkeeping, which makes this about 7 us cheaper a call.
+    """
 
     @staticmethod
-    def forward(ctx, backward_fn, n_outputs, *tensors):
-        ctx.backward_fn, ctx.n_outputs = backward_fn, n_outputs
-        return tuple(t.view_as(t) for t in tensors[:n_outputs])
+    def forward(ctx, backward_fn, outputs, *inputs):
+        ctx.backward_fn = backward_fn
+        return tuple(outputs)
 
     @staticmethod
     def backward(ctx, *cotangents):
-        grads = ctx.backward_fn(list(cotangents))
-        return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
+        return (None, None) + tuple(ctx.backward_fn(list(cotangents)))
 
 
 class _FunctorchLink(torch.autograd.Function):
-    """`_Link` in the form torch.func transforms need (forward without ctx, setup_context).
+    """`_Link` in the form torch.func transforms need: forward without ctx, a function of its
+    tensor arguments only (the outputs come in as tensors and leave as views), setup_context.
 
     Kept apart because binding arguments for setup_context costs about 40 us a call in eager
     mode, a third of the whole overhead of a small custom-gradient call.
@@ -91,7 +95,10 @@ class _FunctorchLink(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.backward_fn, ctx.n_outputs = inputs[0], inputs[1]
 
-    backward = _Link.backward
+    @staticmethod
+    def backward(ctx, *cotangents):
+        grads = ctx.backward_fn(list(cotangents))
+        return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
 
 
 def _requires_grad(t) -> bool:
@@ -105,36 +112,38 @@ def call(inv):
         return inv.output
     inputs = [
         k for k, (t, diff) in enumerate(zip(inv.tensor_values, inv.differentiable))
-        if diff and _requires_grad(t)
+        if diff and t.requires_grad
     ]
     variables, var_values = rec.variables, rec.raw_values
     linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)]
     if not inputs and not linked_vars:
         return inv.output
-    linked_outputs = [
-        j for j, o in enumerate(out_leaves) if isinstance(o, torch.Tensor) and is_float(o)
-    ]
     # detached: the parts of the forward graph grad_fn does not use are dropped now
-    detached = [o.detach() if isinstance(o, torch.Tensor) else o for o in out_leaves]
+    result, linked_outputs, outputs = [], [], []
+    for j, o in enumerate(out_leaves):
+        if isinstance(o, torch.Tensor):
+            o = o.detach()
+            if is_float(o):
+                linked_outputs.append(j)
+                outputs.append(o)
+        result.append(o)
     del out_leaves
+    n_outputs = len(inv.output_specs)
 
     def backward(cotangents):
-        full = [None] * len(inv.output_specs)
+        full = [None] * n_outputs
         for j, ct in zip(linked_outputs, cotangents):
             full[j] = ct
         input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
         var_grads = var_grads or [None] * len(variables)
         return [input_grads[k] for k in inputs] + [var_grads[i] for i in linked_vars]
 
-    link = _FunctorchLink if torch._C._are_functorch_transforms_active() else _Link
-    linked = link.apply(
-        backward,
-        len(linked_outputs),
-        *[detached[j] for j in linked_outputs],
-        *[inv.tensor_values[k] for k in inputs],
-        *[var_values[i] for i in linked_vars],
-    )
-    result = list(detached)
+    linked_inputs = [inv.tensor_values[k] for k in inputs]
+    linked_inputs += [var_values[i] for i in linked_vars]
+    if torch._C._are_functorch_transforms_active():
+        linked = _FunctorchLink.apply(backward, len(outputs), *outputs, *linked_inputs)
+    else:
+        linked = _Link.apply(backward, outputs, *linked_inputs)
     for j, t in zip(linked_outputs, linked):
         result[j] = t
     result = inv.rebuild_output(result)
