@@ -39,6 +39,10 @@ class GradSignature:
     accepts_variables: bool
 
 
+# the four possible answers, made once (inspect_grad_fn runs on every backward)
+_GRAD_SIGNATURES = {(u, v): GradSignature(u, v) for u in (False, True) for v in (False, True)}
+
+
 _CO_VARKEYWORDS = 0x08
 
 
@@ -77,7 +81,7 @@ def _signature_of_code(code) -> GradSignature:
 def _grad_signature(positional, keyword_only, var_keyword) -> GradSignature:
     upstream_keyword = "upstream" in keyword_only or (var_keyword and "upstream" not in positional)
     accepts_variables = var_keyword or "variables" in keyword_only or "variables" in positional
-    return GradSignature(upstream_keyword, accepts_variables)
+    return _GRAD_SIGNATURES[bool(upstream_keyword), bool(accepts_variables)]
 
 
 def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
@@ -141,12 +145,12 @@ def align_input_grads(grad_xs, args: tuple, is_tensor_leaf: list, f, grad_fn) ->
     """
     if grad_xs is None:
         return [None] * len(is_tensor_leaf)
-    if all(_tree.is_leaf(a) for a in args):
+    if not any(isinstance(a, (list, tuple, dict)) for a in args):
         # the common case, plain arguments: skip the general matching below
-        if len(args) == 1 and _tree.is_leaf(grad_xs):
+        if len(args) == 1 and not isinstance(grad_xs, (list, tuple, dict)):
             return [grad_xs]
         if (isinstance(grad_xs, (list, tuple)) and len(grad_xs) == len(args)
-                and all(_tree.is_leaf(g) for g in grad_xs)):
+                and not any(isinstance(g, (list, tuple, dict)) for g in grad_xs)):
             return list(grad_xs)
     n_tensors = sum(is_tensor_leaf)
     attempts = []

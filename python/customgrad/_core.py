@@ -105,7 +105,7 @@ class Invocation:
         return leaves, grad_fn
 
     def rebuild_output(self, output_leaves: list):
-        return _tree.unflatten(self.output, list(output_leaves))
+        return _tree.unflatten(self.output, output_leaves)
 
     def release_inputs(self):
         """After the forward, keeps the inputs' structure and specs, not the tensors: grad_fn
@@ -131,7 +131,10 @@ class Invocation:
         """Keeps the output's structure and specs, not its tensors: the backward needs only
         shapes and dtypes, and holding the values would keep them alive until backward (one
         more tensor than plain autodiff at the peak)."""
-        self.output = _tree.unflatten(self.output, self.output_specs)
+        if len(self.output_specs) == 1 and _tree.is_leaf(self.output):
+            self.output = self.output_specs[0]
+        else:
+            self.output = _tree.unflatten(self.output, self.output_specs)
 
     # -- backward --------------------------------------------------------------------------
     def run_backward(self, grad_fn, cotangents, variables=(), variable_values=()):

@@ -51,8 +51,8 @@ def unflatten(structure: Any, leaves: list) -> Any:
     >>> unflatten({"a": 0, "b": [0, 0]}, [1, 2, 3])
     {'a': 1, 'b': [2, 3]}
     """
-    if _children(structure) is None and len(leaves) == 1:  # the common single-tensor case
-        return leaves[0]
+    if len(leaves) == 1 and not isinstance(structure, (list, tuple, dict)):
+        return leaves[0]  # the common single-tensor case
     it = iter(leaves)
     result = _rebuild(structure, it)
     rest = list(it)

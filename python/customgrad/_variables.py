@@ -81,7 +81,8 @@ class recording:
     __slots__ = ("_parent",)
 
     def __enter__(self) -> Recorder:
-        install()
+        if not _installed:
+            install()
         self._parent = getattr(_local, "recorder", None)
         recorder = _local.recorder = Recorder(self._parent)
         return recorder

@@ -35,7 +35,7 @@ def is_float(x) -> bool:
 
 
 def spec(x):
-    return OutputSpec(x.shape, x.dtype, x.device, is_float(x))
+    return OutputSpec(x.shape, x.dtype, x.device, x.is_floating_point() or x.is_complex())
 
 
 def zeros(spec):
@@ -115,7 +115,7 @@ def call(inv):
         if diff and t.requires_grad
     ]
     variables, var_values = rec.variables, rec.raw_values
-    linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)]
+    linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)] if var_values else ()
     if not inputs and not linked_vars:
         return inv.output
     # detached: the parts of the forward graph grad_fn does not use are dropped now
@@ -135,11 +135,15 @@ def call(inv):
         for j, ct in zip(linked_outputs, cotangents):
             full[j] = ct
         input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
-        var_grads = var_grads or [None] * len(variables)
-        return [input_grads[k] for k in inputs] + [var_grads[i] for i in linked_vars]
+        grads = [input_grads[k] for k in inputs]
+        if linked_vars:
+            var_grads = var_grads or [None] * len(variables)
+            grads += [var_grads[i] for i in linked_vars]
+        return grads
 
     linked_inputs = [inv.tensor_values[k] for k in inputs]
-    linked_inputs += [var_values[i] for i in linked_vars]
+    if linked_vars:
+        linked_inputs += [var_values[i] for i in linked_vars]
     if torch._C._are_functorch_transforms_active():
         linked = _FunctorchLink.apply(backward, len(outputs), *outputs, *linked_inputs)
     else:
