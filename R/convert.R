@@ -174,8 +174,7 @@ as_shape <- function(x, fn = "op", arg = "shape") {
 # Calls keras.ops.<name> (or keras.ops.image.<name>) with converted arguments.
 op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NULL,
                     dots_convert = as_tensor_arg) {
-  mod <- py_mod(module)
-  pyfn <- mod[[name]]
+  pyfn <- py_fn(module, name)
   res <- with_py_errors({
     if (is.null(dots) && is.null(positional)) {
       do.call(pyfn, args)
