@@ -44,11 +44,32 @@ for (i in seq_len(nb)) {
 ms <- function(v) sprintf("%.3f (%.3f-%.3f)", 1000 * median(v), 1000 * min(v), 1000 * max(v))
 ratio <- median(br) / median(bp)
 
+# The floor of any R closure through reticulate: every tensor operation written in R is one
+# R -> Python call that returns a new tensor object, and every R function Python calls is one
+# Python -> R callback. One R step above makes 8 such op calls (op_exp, op_log1p, op_sum and the
+# four operations of dy * (1 - 1 / (1 + e)), plus op_grad's own call) and 3 callbacks (the R loss,
+# the R forward, the R grad function).
+py_exp <- reticulate::import("keras.ops", convert = FALSE)$exp  # no customgrad code in between
+py_callback <- reticulate::py_eval("lambda f, x: f(x)", convert = FALSE)
+r_identity <- function(v) v
+bo <- bc <- numeric(nb)
+for (i in seq_len(nb)) {
+  t0 <- proc.time()[["elapsed"]]; for (j in seq_len(batch)) py_exp(x)
+  bo[i] <- (proc.time()[["elapsed"]] - t0) / batch
+  t0 <- proc.time()[["elapsed"]]; for (j in seq_len(batch)) reticulate::py_call(py_callback, r_identity, x)
+  bc[i] <- (proc.time()[["elapsed"]] - t0) / batch
+}
+floor_ms <- 8 * median(bo) + 3 * median(bc)
+
 cat(sprintf("\n### R package, backend %s\n\n", backend))
 cat("| measure | value |\n|---|---|\n")
 cat(sprintf("| R grad closure, eager forward+backward, ms/call median (min-max of %d batches of %d) | %s |\n", nb, batch, ms(br)))
 cat(sprintf("| Python grad closure (customgrad.custom_gradient), same | %s |\n", ms(bp)))
 cat(sprintf("| ratio R / Python | %.2fx |\n", ratio))
+cat(sprintf("| one keras op called from R through reticulate (`keras.ops.exp`, no customgrad code), ms | %s |\n", ms(bo)))
+cat(sprintf("| one Python -> R callback (`(lambda f, x: f(x))(r_identity, x)`), ms | %s |\n", ms(bc)))
+cat(sprintf("| floor of this R step: 8 op calls + 3 callbacks = %.3f ms, as a ratio to Python | %.2fx |\n",
+            1000 * floor_ms, floor_ms / median(bp)))
 if (backend == "torch") {
   cat(sprintf("| target: R eager <= 3x Python eager on torch | %s |\n", if (ratio <= 3) "MET" else "MISSED"))
 }
