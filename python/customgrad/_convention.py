@@ -57,8 +57,12 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
     """
     code = getattr(grad_fn, "__code__", None)
     if code is not None:
-        # not cached: a cache written while torch.compile traces a backward breaks its graph
-        return _signature_of_code(code)
+        # Read on every call, not cached: a cache written while torch.compile traces a backward
+        # breaks its graph.
+        names = code.co_varnames
+        positional = names[code.co_posonlyargcount:code.co_argcount]
+        keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+        return _grad_signature(positional, keyword_only, bool(code.co_flags & _CO_VARKEYWORDS))
     try:
         params = inspect.signature(grad_fn).parameters.values()
     except (TypeError, ValueError):
@@ -71,13 +75,6 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
     return _grad_signature(positional, keyword_only, var_keyword)
 
 
-def _signature_of_code(code) -> GradSignature:
-    names = code.co_varnames
-    positional = names[code.co_posonlyargcount:code.co_argcount]
-    keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-    return _grad_signature(positional, keyword_only, bool(code.co_flags & _CO_VARKEYWORDS))
-
-
 def _grad_signature(positional, keyword_only, var_keyword) -> GradSignature:
     upstream_keyword = "upstream" in keyword_only or (var_keyword and "upstream" not in positional)
     accepts_variables = var_keyword or "variables" in keyword_only or "variables" in positional
@@ -86,11 +83,15 @@ def _grad_signature(positional, keyword_only, var_keyword) -> GradSignature:
 
 def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
     """Calls the user's grad_fn with upstream gradients rebuilt into the output's structure."""
-    upstream = _tree.unflatten(output, upstream_leaves)
-    if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
-        positional = tuple(upstream)
-    else:
+    if len(upstream_leaves) == 1 and _tree.is_leaf(output):
+        upstream = upstream_leaves[0]
         positional = (upstream,)
+    else:
+        upstream = _tree.unflatten(output, upstream_leaves)
+        if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
+            positional = tuple(upstream)
+        else:
+            positional = (upstream,)
     sig = inspect_grad_fn(grad_fn)
     kwargs = {}
     if sig.upstream_keyword:
@@ -145,12 +146,12 @@ def align_input_grads(grad_xs, args: tuple, is_tensor_leaf: list, f, grad_fn) ->
     """
     if grad_xs is None:
         return [None] * len(is_tensor_leaf)
-    if not any(isinstance(a, (list, tuple, dict)) for a in args):
+    if _tree.all_leaves(args):
         # the common case, plain arguments: skip the general matching below
-        if len(args) == 1 and not isinstance(grad_xs, (list, tuple, dict)):
+        if len(args) == 1 and _tree.is_leaf(grad_xs):
             return [grad_xs]
         if (isinstance(grad_xs, (list, tuple)) and len(grad_xs) == len(args)
-                and not any(isinstance(g, (list, tuple, dict)) for g in grad_xs)):
+                and _tree.all_leaves(grad_xs)):
             return list(grad_xs)
     n_tensors = sum(is_tensor_leaf)
     attempts = []

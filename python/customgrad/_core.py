@@ -46,18 +46,23 @@ def backend_module(name: str | None = None):
 class Invocation:
     """One call of a custom-gradient function: its arguments, its forward, its backward."""
 
+    __slots__ = ("f", "args", "backend", "flat", "leaves", "structure", "tensor_index",
+                 "tensor_values", "differentiable", "_arg_is_tensor", "all_tensors", "output",
+                 "output_specs")
+
     def __init__(self, f, args: tuple, kwargs: dict, backend):
         self.f = f
         self.args = args
         self.backend = backend
         # The common case, positional tensors and nothing nested, skips the tree machinery.
-        self.flat = not kwargs and not any(isinstance(a, (list, tuple, dict)) for a in args)
+        self.flat = not kwargs and _tree.all_leaves(args)
         self.leaves = list(args) if self.flat else _tree.flatten((args, kwargs))
         self.structure = (args, kwargs)
         n_arg_leaves = len(args) if self.flat else len(_tree.flatten(args))
         self.tensor_index = []  # positions in `leaves` of tensors (and keras.Variables)
         self.tensor_values = []  # those leaves as backend tensors
         self.differentiable = []  # per tensor: gets a gradient (float, positional)
+        self._arg_is_tensor = [False] * n_arg_leaves
         for i, leaf in enumerate(self.leaves):
             value = backend.tensor_value(leaf)
             if value is None:
@@ -65,8 +70,6 @@ class Invocation:
             self.tensor_index.append(i)
             self.tensor_values.append(value)
             self.differentiable.append(i < n_arg_leaves and backend.is_float(value))
-        self._arg_is_tensor = [False] * n_arg_leaves
-        for i in self.tensor_index:
             if i < n_arg_leaves:
                 self._arg_is_tensor[i] = True
         self.all_tensors = len(self.tensor_index) == len(self.leaves)
@@ -99,18 +102,25 @@ class Invocation:
                 f"{_tree.describe(grad_fn)}."
             )
         self.output = output
-        leaves = _tree.flatten(output)
+        leaves = [output] if _tree.is_leaf(output) else _tree.flatten(output)
         spec, is_tensor = self.backend.spec, self.backend.is_tensor
         self.output_specs = [spec(o) if is_tensor(o) else None for o in leaves]
         return leaves, grad_fn
 
     def rebuild_output(self, output_leaves: list):
+        if len(output_leaves) == 1 and _tree.is_leaf(self.output):
+            return output_leaves[0]
         return _tree.unflatten(self.output, output_leaves)
 
-    def release_inputs(self):
-        """After the forward, keeps the inputs' structure and specs, not the tensors: grad_fn
-        holds what it needs itself, and holding the inputs too would keep a previous layer's
-        activation alive until the backward where plain autodiff frees it."""
+    def release(self):
+        """After the forward, keeps the structure and specs of the inputs and of the output, not
+        their tensors. grad_fn holds what it needs itself; holding the inputs too would keep a
+        previous layer's activation alive until the backward, where plain autodiff frees it,
+        and holding the output one more tensor than plain autodiff at the peak."""
+        if len(self.output_specs) == 1 and _tree.is_leaf(self.output):  # a single tensor
+            self.output = self.output_specs[0]
+        else:
+            self.output = _tree.unflatten(self.output, self.output_specs)
         spec = self.backend.spec
         specs = [spec(v) for v in self.tensor_values]
         if self.all_tensors:
@@ -126,15 +136,6 @@ class Invocation:
         else:
             self.structure = _tree.unflatten(self.structure, leaves)
             self.args = self.structure[0]
-
-    def release_output(self):
-        """Keeps the output's structure and specs, not its tensors: the backward needs only
-        shapes and dtypes, and holding the values would keep them alive until backward (one
-        more tensor than plain autodiff at the peak)."""
-        if len(self.output_specs) == 1 and _tree.is_leaf(self.output):
-            self.output = self.output_specs[0]
-        else:
-            self.output = _tree.unflatten(self.output, self.output_specs)
 
     # -- backward --------------------------------------------------------------------------
     def run_backward(self, grad_fn, cotangents, variables=(), variable_values=()):
@@ -159,7 +160,10 @@ class Invocation:
                 upstream.append(ct)
         variables = list(variables)
         result = call_grad_fn(grad_fn, self.f, self.output, upstream, variables)
-        grad_xs, grad_vars = split_variable_grads(result, self.f, grad_fn, variables)
+        if variables:
+            grad_xs, grad_vars = split_variable_grads(result, self.f, grad_fn, variables)
+        else:
+            grad_xs, grad_vars = result, None
         per_arg_leaf = align_input_grads(grad_xs, self.args, self._arg_is_tensor, self.f, grad_fn)
         input_grads = []
         n_per_arg = len(per_arg_leaf)
@@ -179,7 +183,10 @@ class Invocation:
         a leaf index of the arguments, or a text."""
         B = self.backend
         grad = B.convert(grad, ref)
-        g_shape, r_shape = B.static_shape(grad), B.static_shape(ref)
+        if grad.shape == ref.shape and grad.dtype == ref.dtype:
+            return grad  # the common case; what follows would accept it unchanged
+        g_shape = B.static_shape(grad)
+        r_shape = ref.shape if isinstance(ref, OutputSpec) else B.static_shape(ref)
         if g_shape != r_shape and (len(g_shape) != len(r_shape) or any(
             a is not None and b is not None and a != b for a, b in zip(g_shape, r_shape)
         )):
@@ -260,11 +267,12 @@ def custom_gradient(f):
 
     @functools.wraps(f)
     def decorated(*args, **kwargs):
-        if any_symbolic_tensors(args, kwargs):
+        backend = backend_module()
+        # (the all-tensors check first only because it is much cheaper than keras's)
+        if (kwargs or not all(map(backend.is_tensor, args))) and any_symbolic_tensors(args, kwargs):
             # keras.Input and friends: record one node in the functional graph, so that running
             # the model calls this function (and its gradient), not the ops inside f one by one.
             return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
-        backend = backend_module()
         return backend.call(Invocation(f, args, kwargs, backend))
 
     decorated.__customgrad_forward__ = f

@@ -30,6 +30,18 @@ def is_leaf(x: Any) -> bool:
     return not isinstance(x, (list, tuple, dict))
 
 
+def all_leaves(xs) -> bool:
+    """Whether no element of `xs` is a container.
+
+    >>> all_leaves((1.0, None)), all_leaves((1.0, [2.0]))
+    (True, False)
+    """
+    for x in xs:
+        if isinstance(x, (list, tuple, dict)):
+            return False
+    return True
+
+
 def flatten(x: Any) -> list:
     """Returns the leaves of `x`, depth first.
 

@@ -145,8 +145,7 @@ def call(inv):
 
     def fwd(*primals):
         out_leaves, grad_fn, rec = forward(*primals)
-        inv.release_output()
-        inv.release_inputs()
+        inv.release()
         variables, var_values = rec.variables, rec.raw_values
         float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
         n_outputs = len(out_leaves)

@@ -88,8 +88,7 @@ def call(inv):
         with recording() as rec, quiet:
             out_leaves, grad_fn = inv.run_forward(tensors)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
-        inv.release_output()
-        inv.release_inputs()
+        inv.release()
         variables, var_values = rec.variables, rec.raw_values
 
         def backward(cotangents):

@@ -129,21 +129,27 @@ def call(inv):
         result.append(o)
     del out_leaves
     n_outputs = len(inv.output_specs)
+    # the common case: every output and every input linked, no variables
+    every_output = len(linked_outputs) == n_outputs
+    every_input = len(inputs) == len(inv.tensor_values)
 
     def backward(cotangents):
-        full = [None] * n_outputs
-        for j, ct in zip(linked_outputs, cotangents):
-            full[j] = ct
+        if every_output:
+            full = list(cotangents)
+        else:
+            full = [None] * n_outputs
+            for j, ct in zip(linked_outputs, cotangents):
+                full[j] = ct
         input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
-        grads = [input_grads[k] for k in inputs]
+        grads = input_grads if every_input else [input_grads[k] for k in inputs]
         if linked_vars:
             var_grads = var_grads or [None] * len(variables)
             grads += [var_grads[i] for i in linked_vars]
         return grads
 
-    linked_inputs = [inv.tensor_values[k] for k in inputs]
+    linked_inputs = inv.tensor_values if every_input else [inv.tensor_values[k] for k in inputs]
     if linked_vars:
-        linked_inputs += [var_values[i] for i in linked_vars]
+        linked_inputs = linked_inputs + [var_values[i] for i in linked_vars]
     if torch._C._are_functorch_transforms_active():
         linked = _FunctorchLink.apply(backward, len(outputs), *outputs, *linked_inputs)
     else:
@@ -151,8 +157,7 @@ def call(inv):
     for j, t in zip(linked_outputs, linked):
         result[j] = t
     result = inv.rebuild_output(result)
-    inv.release_output()
-    inv.release_inputs()
+    inv.release()
     return result
 
 
