@@ -50,10 +50,22 @@ class Invocation:
                  "tensor_values", "differentiable", "_arg_is_tensor", "all_tensors", "output",
                  "output_specs")
 
-    def __init__(self, f, args: tuple, kwargs: dict, backend):
+    def __init__(self, f, args: tuple, kwargs: dict, backend, tensors_only: bool = False):
+        """`tensors_only`: the caller checked that there are no keyword arguments and that
+        every argument is its own tensor value (a backend tensor, not a variable), which skips
+        the per-leaf bookkeeping."""
         self.f = f
         self.args = args
         self.backend = backend
+        self.output = None
+        if tensors_only:
+            self.flat = self.all_tensors = True
+            self.leaves = self.tensor_values = list(args)
+            self.structure = (args, kwargs)
+            self.tensor_index = list(range(len(args)))
+            self.differentiable = [backend.is_float(a) for a in args]
+            self._arg_is_tensor = [True] * len(args)
+            return
         # The common case, positional tensors and nothing nested, skips the tree machinery.
         self.flat = not kwargs and _tree.all_leaves(args)
         self.leaves = list(args) if self.flat else _tree.flatten((args, kwargs))
@@ -73,7 +85,6 @@ class Invocation:
             if i < n_arg_leaves:
                 self._arg_is_tensor[i] = True
         self.all_tensors = len(self.tensor_index) == len(self.leaves)
-        self.output = None
 
     # -- forward ---------------------------------------------------------------------------
     def run_forward(self, tensor_values) -> tuple[list, object]:
@@ -268,12 +279,12 @@ def custom_gradient(f):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         backend = backend_module()
-        # (the all-tensors check first only because it is much cheaper than keras's)
-        if (kwargs or not all(map(backend.is_tensor, args))) and any_symbolic_tensors(args, kwargs):
+        tensors_only = not kwargs and all([backend.tensor_value(a) is a for a in args])
+        if not tensors_only and any_symbolic_tensors(args, kwargs):
             # keras.Input and friends: record one node in the functional graph, so that running
             # the model calls this function (and its gradient), not the ops inside f one by one.
             return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
-        return backend.call(Invocation(f, args, kwargs, backend))
+        return backend.call(Invocation(f, args, kwargs, backend, tensors_only))
 
     decorated.__customgrad_forward__ = f
     return decorated

@@ -32,7 +32,7 @@ def tensor_value(leaf):
 
 
 def is_tensor(x) -> bool:
-    # tf.is_tensor alone is slow (an isinstance check against a typing Protocol)
+    # tf.Tensor first: tf.is_tensor alone is slow (an isinstance check against a Protocol)
     return isinstance(x, tf.Tensor) or tf.is_tensor(x)
 
 
