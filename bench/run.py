@@ -73,7 +73,7 @@ def fmt(r, unit):
 
 
 UNITS = {"eager_tiny": "us", "eager_large": "ms", "compiled_large": "ms", "peak_memory": "MiB",
-         "retained_memory": "MiB"}
+         "retained_memory": "MiB", "compiled_program": "instructions"}
 
 
 def tables(records):
@@ -113,6 +113,12 @@ def verdict(metric, backend, fn, row):
         ref, limit, text = TARGETS[metric]
         ratio = cg["median"] / row[ref]["median"]
         out.append(f"{'ok  ' if ratio <= limit else 'MISS'} {text}: {backend} {fn} {ratio:.2f}x")
+    if metric == "compiled_program" and "error" not in row["native"]:
+        same = cg.get("opcodes") == row["native"].get("opcodes")
+        out.append(f"{'ok  ' if same else 'MISS'} compiled program of customgrad has the "
+                   f"instructions of native custom's: {backend} {fn} {cg['median']:.0f} vs "
+                   f"{row['native']['median']:.0f} instructions, "
+                   f"{'the same' if same else 'different'} opcodes")
     if metric in ("retained_memory", "peak_memory") and "error" not in row["native"]:
         native = row["native"]["median"]
         if native > 0:

@@ -1,8 +1,12 @@
 """The benchmark runs (a quick smoke run on one backend) and prints ratios and verdicts."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,3 +25,20 @@ def test_bench_quick_run_prints_ratios_and_verdicts(tmp_path):
     # keras.ops.custom_gradient cannot do 3 inputs / 2 outputs on torch; customgrad can
     assert "fails: TypeError" in text
     assert "customgrad fails" not in text
+
+
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_compiled_customgrad_is_the_native_program(backend):
+    """Compiled, customgrad's forward+backward is the native mechanism's XLA program: the same
+    instructions (opcodes), for every benchmark function. Exact, unlike timings."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_backend.py"), "--only", "compiled_program"],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {(r["fn"], r["kind"]): r for r in map(json.loads, proc.stdout.splitlines())}
+    for fn in ("softplus", "swish", "three"):
+        native, ours = rows[fn, "native"], rows[fn, "customgrad"]
+        assert "error" not in ours and "error" not in native, (ours, native)
+        assert ours["median"] > 3  # a real program was counted
+        assert ours["opcodes"] == native["opcodes"], (fn, ours["opcodes"], native["opcodes"])
