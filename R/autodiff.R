@@ -68,7 +68,7 @@ op_grad <- function(f, argnums = 1L, has_aux = FALSE) {
   pyf <- r_fn_to_py(f, "op_grad")
   nums <- as_argnums(argnums, "op_grad")
   g <- with_py_errors(py_mod("customgrad")$grad(pyf, argnums = nums, has_aux = has_aux), "op_grad")
-  function(...) with_py_errors(do.call(g, call_args(..., .f = f)), "op_grad")
+  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_grad")
 }
 
 #' @rdname op_grad
@@ -78,7 +78,7 @@ op_value_and_grad <- function(f, argnums = 1L, has_aux = FALSE) {
   nums <- as_argnums(argnums, "op_value_and_grad")
   g <- with_py_errors(py_mod("customgrad")$value_and_grad(pyf, argnums = nums, has_aux = has_aux),
                       "op_value_and_grad")
-  function(...) with_py_errors(do.call(g, call_args(..., .f = f)), "op_value_and_grad")
+  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_value_and_grad")
 }
 
 #' @rdname op_grad

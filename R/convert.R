@@ -177,7 +177,7 @@ op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NU
   pyfn <- py_fn(module, name)
   res <- with_py_errors({
     if (is.null(dots) && is.null(positional)) {
-      do.call(pyfn, args)
+      py_invoke(pyfn, args)
     } else {
       dots <- dots %||% list()
       nms <- names(dots) %||% rep("", length(dots))

@@ -63,7 +63,7 @@ op_custom_gradient <- function(f) {
   }
   structure(
     function(...) {
-      with_py_errors(do.call(python_function(), call_args(..., .f = f)), fname)
+      with_py_errors(py_invoke(python_function(), call_args(..., .f = f)), fname)
     },
     class = c("customgrad_function", "function"),
     python_function = python_function,

@@ -13,7 +13,7 @@
 #' @export
 op_abs <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("abs", args, "op_abs")
 }
@@ -29,7 +29,7 @@ op_abs <- function(x) {
 #' @export
 op_absolute <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("absolute", args, "op_absolute")
 }
@@ -47,9 +47,9 @@ op_absolute <- function(x) {
 #' @export
 op_adaptive_average_pool <- function(inputs, output_size, data_format = NULL) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    output_size = as_py_int(output_size, "op_adaptive_average_pool", "output_size"),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(inputs),
+    as_py_int(output_size, "op_adaptive_average_pool", "output_size"),
+    as_tensor_arg(data_format)
   )
   op_call("adaptive_average_pool", args, "op_adaptive_average_pool")
 }
@@ -67,9 +67,9 @@ op_adaptive_average_pool <- function(inputs, output_size, data_format = NULL) {
 #' @export
 op_adaptive_max_pool <- function(inputs, output_size, data_format = NULL) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    output_size = as_py_int(output_size, "op_adaptive_max_pool", "output_size"),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(inputs),
+    as_py_int(output_size, "op_adaptive_max_pool", "output_size"),
+    as_tensor_arg(data_format)
   )
   op_call("adaptive_max_pool", args, "op_adaptive_max_pool")
 }
@@ -84,8 +84,8 @@ op_adaptive_max_pool <- function(inputs, output_size, data_format = NULL) {
 #' @export
 op_add <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("add", args, "op_add")
 }
@@ -101,9 +101,9 @@ op_add <- function(x1, x2) {
 #' @export
 op_all <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_all", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_all", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("all", args, "op_all")
 }
@@ -123,11 +123,11 @@ op_all <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_allclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    rtol = as_tensor_arg(rtol),
-    atol = as_tensor_arg(atol),
-    equal_nan = as_tensor_arg(equal_nan)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_tensor_arg(rtol),
+    as_tensor_arg(atol),
+    as_tensor_arg(equal_nan)
   )
   op_call("allclose", args, "op_allclose")
 }
@@ -143,9 +143,9 @@ op_allclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
 #' @export
 op_amax <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_amax", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_amax", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("amax", args, "op_amax")
 }
@@ -161,9 +161,9 @@ op_amax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_amin <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_amin", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_amin", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("amin", args, "op_amin")
 }
@@ -177,7 +177,7 @@ op_amin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_angle <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("angle", args, "op_angle")
 }
@@ -193,9 +193,9 @@ op_angle <- function(x) {
 #' @export
 op_any <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_any", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_any", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("any", args, "op_any")
 }
@@ -211,9 +211,9 @@ op_any <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_append <- function(x1, x2, axis = NULL) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    axis = as_axis(axis, "op_append", "axis")
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_axis(axis, "op_append", "axis")
   )
   op_call("append", args, "op_append")
 }
@@ -232,10 +232,10 @@ op_append <- function(x1, x2, axis = NULL) {
 #' @export
 op_arange <- function(start, stop = NULL, step = NULL, dtype = NULL) {
   args <- list(
-    start = as_tensor_arg(start),
-    stop = as_tensor_arg(stop),
-    step = as_tensor_arg(step),
-    dtype = dtype
+    as_tensor_arg(start),
+    as_tensor_arg(stop),
+    as_tensor_arg(step),
+    dtype
   )
   op_call("arange", args, "op_arange")
 }
@@ -251,7 +251,7 @@ op_arange <- function(start, stop = NULL, step = NULL, dtype = NULL) {
 #' @export
 op_arccos <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("arccos", args, "op_arccos")
 }
@@ -265,7 +265,7 @@ op_arccos <- function(x) {
 #' @export
 op_arccosh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("arccosh", args, "op_arccosh")
 }
@@ -279,7 +279,7 @@ op_arccosh <- function(x) {
 #' @export
 op_arcsin <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("arcsin", args, "op_arcsin")
 }
@@ -293,7 +293,7 @@ op_arcsin <- function(x) {
 #' @export
 op_arcsinh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("arcsinh", args, "op_arcsinh")
 }
@@ -307,7 +307,7 @@ op_arcsinh <- function(x) {
 #' @export
 op_arctan <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("arctan", args, "op_arctan")
 }
@@ -324,8 +324,8 @@ op_arctan <- function(x) {
 #' @export
 op_arctan2 <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("arctan2", args, "op_arctan2")
 }
@@ -339,7 +339,7 @@ op_arctan2 <- function(x1, x2) {
 #' @export
 op_arctanh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("arctanh", args, "op_arctanh")
 }
@@ -355,9 +355,9 @@ op_arctanh <- function(x) {
 #' @export
 op_argmax <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_argmax", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_argmax", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("argmax", args, "op_argmax")
 }
@@ -373,9 +373,9 @@ op_argmax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_argmin <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_argmin", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_argmin", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("argmin", args, "op_argmin")
 }
@@ -393,9 +393,9 @@ op_argmin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_argpartition <- function(x, kth, axis = -1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    kth = as_py_int(kth, "op_argpartition", "kth"),
-    axis = as_axis(axis, "op_argpartition", "axis")
+    as_tensor_arg(x),
+    as_py_int(kth, "op_argpartition", "kth"),
+    as_axis(axis, "op_argpartition", "axis")
   )
   op_call("argpartition", args, "op_argpartition")
 }
@@ -410,8 +410,8 @@ op_argpartition <- function(x, kth, axis = -1L) {
 #' @export
 op_argsort <- function(x, axis = -1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_argsort", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_argsort", "axis")
   )
   op_call("argsort", args, "op_argsort")
 }
@@ -426,8 +426,8 @@ op_argsort <- function(x, axis = -1L) {
 #' @export
 op_array <- function(x, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype
+    as_tensor_arg(x),
+    dtype
   )
   op_call("array", args, "op_array")
 }
@@ -445,9 +445,9 @@ op_array <- function(x, dtype = NULL) {
 #' @export
 op_array_split <- function(x, indices_or_sections, axis = 1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    indices_or_sections = as_py_int(indices_or_sections, "op_array_split", "indices_or_sections"),
-    axis = as_axis(axis, "op_array_split", "axis")
+    as_tensor_arg(x),
+    as_py_int(indices_or_sections, "op_array_split", "indices_or_sections"),
+    as_axis(axis, "op_array_split", "axis")
   )
   op_call("array_split", args, "op_array_split")
 }
@@ -468,10 +468,10 @@ op_array_split <- function(x, indices_or_sections, axis = 1L) {
 #' @export
 op_associative_scan <- function(f, elems, reverse = FALSE, axis = 1L) {
   args <- list(
-    f = as_tensor_arg(f),
-    elems = as_tensor_arg(elems),
-    reverse = as_tensor_arg(reverse),
-    axis = as_axis(axis, "op_associative_scan", "axis")
+    as_tensor_arg(f),
+    as_tensor_arg(elems),
+    as_tensor_arg(reverse),
+    as_axis(axis, "op_associative_scan", "axis")
   )
   op_call("associative_scan", args, "op_associative_scan")
 }
@@ -487,9 +487,9 @@ op_associative_scan <- function(f, elems, reverse = FALSE, axis = 1L) {
 #' @export
 op_average <- function(x, axis = NULL, weights = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_average", "axis"),
-    weights = as_tensor_arg(weights)
+    as_tensor_arg(x),
+    as_axis(axis, "op_average", "axis"),
+    as_tensor_arg(weights)
   )
   op_call("average", args, "op_average")
 }
@@ -507,11 +507,11 @@ op_average <- function(x, axis = NULL, weights = NULL) {
 #' @export
 op_average_pool <- function(inputs, pool_size, strides = NULL, padding = "valid", data_format = NULL) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    pool_size = as_py_int(pool_size, "op_average_pool", "pool_size"),
-    strides = as_py_int(strides, "op_average_pool", "strides"),
-    padding = as_tensor_arg(padding),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(inputs),
+    as_py_int(pool_size, "op_average_pool", "pool_size"),
+    as_py_int(strides, "op_average_pool", "strides"),
+    as_tensor_arg(padding),
+    as_tensor_arg(data_format)
   )
   op_call("average_pool", args, "op_average_pool")
 }
@@ -525,7 +525,7 @@ op_average_pool <- function(inputs, pool_size, strides = NULL, padding = "valid"
 #' @export
 op_bartlett <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("bartlett", args, "op_bartlett")
 }
@@ -547,13 +547,13 @@ op_bartlett <- function(x) {
 #' @export
 op_batch_normalization <- function(x, mean, variance, axis, offset = NULL, scale = NULL, epsilon = 0.001) {
   args <- list(
-    x = as_tensor_arg(x),
-    mean = as_tensor_arg(mean),
-    variance = as_tensor_arg(variance),
-    axis = as_axis(axis, "op_batch_normalization", "axis"),
-    offset = as_py_int(offset, "op_batch_normalization", "offset"),
-    scale = as_tensor_arg(scale),
-    epsilon = as_tensor_arg(epsilon)
+    as_tensor_arg(x),
+    as_tensor_arg(mean),
+    as_tensor_arg(variance),
+    as_axis(axis, "op_batch_normalization", "axis"),
+    as_py_int(offset, "op_batch_normalization", "offset"),
+    as_tensor_arg(scale),
+    as_tensor_arg(epsilon)
   )
   op_call("batch_normalization", args, "op_batch_normalization")
 }
@@ -571,9 +571,9 @@ op_batch_normalization <- function(x, mean, variance, axis, offset = NULL, scale
 #' @export
 op_binary_crossentropy <- function(target, output, from_logits = FALSE) {
   args <- list(
-    target = as_tensor_arg(target),
-    output = as_tensor_arg(output),
-    from_logits = as_tensor_arg(from_logits)
+    as_tensor_arg(target),
+    as_tensor_arg(output),
+    as_tensor_arg(from_logits)
   )
   op_call("binary_crossentropy", args, "op_binary_crossentropy")
 }
@@ -590,10 +590,10 @@ op_binary_crossentropy <- function(target, output, from_logits = FALSE) {
 #' @export
 op_bincount <- function(x, weights = NULL, minlength = 0L, sparse = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    weights = as_tensor_arg(weights),
-    minlength = as_py_int(minlength, "op_bincount", "minlength"),
-    sparse = as_tensor_arg(sparse)
+    as_tensor_arg(x),
+    as_tensor_arg(weights),
+    as_py_int(minlength, "op_bincount", "minlength"),
+    as_tensor_arg(sparse)
   )
   op_call("bincount", args, "op_bincount")
 }
@@ -610,8 +610,8 @@ op_bincount <- function(x, weights = NULL, minlength = 0L, sparse = FALSE) {
 #' @export
 op_bitwise_and <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("bitwise_and", args, "op_bitwise_and")
 }
@@ -627,7 +627,7 @@ op_bitwise_and <- function(x, y) {
 #' @export
 op_bitwise_invert <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("bitwise_invert", args, "op_bitwise_invert")
 }
@@ -644,8 +644,8 @@ op_bitwise_invert <- function(x) {
 #' @export
 op_bitwise_left_shift <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("bitwise_left_shift", args, "op_bitwise_left_shift")
 }
@@ -661,7 +661,7 @@ op_bitwise_left_shift <- function(x, y) {
 #' @export
 op_bitwise_not <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("bitwise_not", args, "op_bitwise_not")
 }
@@ -678,8 +678,8 @@ op_bitwise_not <- function(x) {
 #' @export
 op_bitwise_or <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("bitwise_or", args, "op_bitwise_or")
 }
@@ -696,8 +696,8 @@ op_bitwise_or <- function(x, y) {
 #' @export
 op_bitwise_right_shift <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("bitwise_right_shift", args, "op_bitwise_right_shift")
 }
@@ -714,8 +714,8 @@ op_bitwise_right_shift <- function(x, y) {
 #' @export
 op_bitwise_xor <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("bitwise_xor", args, "op_bitwise_xor")
 }
@@ -729,7 +729,7 @@ op_bitwise_xor <- function(x, y) {
 #' @export
 op_blackman <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("blackman", args, "op_blackman")
 }
@@ -744,8 +744,8 @@ op_blackman <- function(x) {
 #' @export
 op_broadcast_to <- function(x, shape) {
   args <- list(
-    x = as_tensor_arg(x),
-    shape = as_shape(shape, "op_broadcast_to", "shape")
+    as_tensor_arg(x),
+    as_shape(shape, "op_broadcast_to", "shape")
   )
   op_call("broadcast_to", args, "op_broadcast_to")
 }
@@ -760,8 +760,8 @@ op_broadcast_to <- function(x, shape) {
 #' @export
 op_cast <- function(x, dtype) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype
+    as_tensor_arg(x),
+    dtype
   )
   op_call("cast", args, "op_cast")
 }
@@ -780,10 +780,10 @@ op_cast <- function(x, dtype) {
 #' @export
 op_categorical_crossentropy <- function(target, output, from_logits = FALSE, axis = -1L) {
   args <- list(
-    target = as_tensor_arg(target),
-    output = as_tensor_arg(output),
-    from_logits = as_tensor_arg(from_logits),
-    axis = as_axis(axis, "op_categorical_crossentropy", "axis")
+    as_tensor_arg(target),
+    as_tensor_arg(output),
+    as_tensor_arg(from_logits),
+    as_axis(axis, "op_categorical_crossentropy", "axis")
   )
   op_call("categorical_crossentropy", args, "op_categorical_crossentropy")
 }
@@ -799,7 +799,7 @@ op_categorical_crossentropy <- function(target, output, from_logits = FALSE, axi
 #' @export
 op_cbrt <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("cbrt", args, "op_cbrt")
 }
@@ -816,8 +816,8 @@ op_cbrt <- function(x) {
 #' @export
 op_cdist <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("cdist", args, "op_cdist")
 }
@@ -833,7 +833,7 @@ op_cdist <- function(x, y) {
 #' @export
 op_ceil <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("ceil", args, "op_ceil")
 }
@@ -852,8 +852,8 @@ op_ceil <- function(x) {
 #' @export
 op_celu <- function(x, alpha = 1.0) {
   args <- list(
-    x = as_tensor_arg(x),
-    alpha = as_tensor_arg(alpha)
+    as_tensor_arg(x),
+    as_tensor_arg(alpha)
   )
   op_call("celu", args, "op_celu")
 }
@@ -868,8 +868,8 @@ op_celu <- function(x, alpha = 1.0) {
 #' @export
 op_cholesky <- function(x, upper = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    upper = as_tensor_arg(upper)
+    as_tensor_arg(x),
+    as_tensor_arg(upper)
   )
   op_call("cholesky", args, "op_cholesky")
 }
@@ -884,8 +884,8 @@ op_cholesky <- function(x, upper = FALSE) {
 #' @export
 op_cholesky_inverse <- function(x, upper = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    upper = as_tensor_arg(upper)
+    as_tensor_arg(x),
+    as_tensor_arg(upper)
   )
   op_call("cholesky_inverse", args, "op_cholesky_inverse")
 }
@@ -903,9 +903,9 @@ op_cholesky_inverse <- function(x, upper = FALSE) {
 #' @export
 op_clip <- function(x, x_min, x_max) {
   args <- list(
-    x = as_tensor_arg(x),
-    x_min = as_tensor_arg(x_min),
-    x_max = as_tensor_arg(x_max)
+    as_tensor_arg(x),
+    as_tensor_arg(x_min),
+    as_tensor_arg(x_max)
   )
   op_call("clip", args, "op_clip")
 }
@@ -920,8 +920,8 @@ op_clip <- function(x, x_min, x_max) {
 #' @export
 op_concatenate <- function(xs, axis = 1L) {
   args <- list(
-    xs = as_tensor_arg(xs),
-    axis = as_axis(axis, "op_concatenate", "axis")
+    as_tensor_arg(xs),
+    as_axis(axis, "op_concatenate", "axis")
   )
   op_call("concatenate", args, "op_concatenate")
 }
@@ -937,9 +937,9 @@ op_concatenate <- function(xs, axis = 1L) {
 #' @export
 op_cond <- function(pred, true_fn, false_fn) {
   args <- list(
-    pred = as_tensor_arg(pred),
-    true_fn = as_tensor_arg(true_fn),
-    false_fn = as_tensor_arg(false_fn)
+    as_tensor_arg(pred),
+    as_tensor_arg(true_fn),
+    as_tensor_arg(false_fn)
   )
   op_call("cond", args, "op_cond")
 }
@@ -953,7 +953,7 @@ op_cond <- function(pred, true_fn, false_fn) {
 #' @export
 op_conj <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("conj", args, "op_conj")
 }
@@ -971,7 +971,7 @@ op_conj <- function(x) {
 #' @export
 op_conjugate <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("conjugate", args, "op_conjugate")
 }
@@ -992,12 +992,12 @@ op_conjugate <- function(x) {
 #' @export
 op_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    kernel = as_tensor_arg(kernel),
-    strides = as_py_int(strides, "op_conv", "strides"),
-    padding = as_tensor_arg(padding),
-    data_format = as_tensor_arg(data_format),
-    dilation_rate = as_py_int(dilation_rate, "op_conv", "dilation_rate")
+    as_tensor_arg(inputs),
+    as_tensor_arg(kernel),
+    as_py_int(strides, "op_conv", "strides"),
+    as_tensor_arg(padding),
+    as_tensor_arg(data_format),
+    as_py_int(dilation_rate, "op_conv", "dilation_rate")
   )
   op_call("conv", args, "op_conv")
 }
@@ -1019,13 +1019,13 @@ op_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format
 #' @export
 op_conv_transpose <- function(inputs, kernel, strides = 1L, padding = "valid", output_padding = NULL, data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    kernel = as_tensor_arg(kernel),
-    strides = as_py_int(strides, "op_conv_transpose", "strides"),
-    padding = as_tensor_arg(padding),
-    output_padding = as_py_int(output_padding, "op_conv_transpose", "output_padding"),
-    data_format = as_tensor_arg(data_format),
-    dilation_rate = as_py_int(dilation_rate, "op_conv_transpose", "dilation_rate")
+    as_tensor_arg(inputs),
+    as_tensor_arg(kernel),
+    as_py_int(strides, "op_conv_transpose", "strides"),
+    as_tensor_arg(padding),
+    as_py_int(output_padding, "op_conv_transpose", "output_padding"),
+    as_tensor_arg(data_format),
+    as_py_int(dilation_rate, "op_conv_transpose", "dilation_rate")
   )
   op_call("conv_transpose", args, "op_conv_transpose")
 }
@@ -1044,10 +1044,10 @@ op_conv_transpose <- function(inputs, kernel, strides = 1L, padding = "valid", o
 #' @export
 op_convert_to_tensor <- function(x, dtype = NULL, sparse = NULL, ragged = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype,
-    sparse = as_tensor_arg(sparse),
-    ragged = as_tensor_arg(ragged)
+    as_tensor_arg(x),
+    dtype,
+    as_tensor_arg(sparse),
+    as_tensor_arg(ragged)
   )
   op_call("convert_to_tensor", args, "op_convert_to_tensor")
 }
@@ -1061,7 +1061,7 @@ op_convert_to_tensor <- function(x, dtype = NULL, sparse = NULL, ragged = NULL) 
 #' @export
 op_copy <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("copy", args, "op_copy")
 }
@@ -1075,7 +1075,7 @@ op_copy <- function(x) {
 #' @export
 op_corrcoef <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("corrcoef", args, "op_corrcoef")
 }
@@ -1091,9 +1091,9 @@ op_corrcoef <- function(x) {
 #' @export
 op_correlate <- function(x1, x2, mode = "valid") {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    mode = as_tensor_arg(mode)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_tensor_arg(mode)
   )
   op_call("correlate", args, "op_correlate")
 }
@@ -1107,7 +1107,7 @@ op_correlate <- function(x1, x2, mode = "valid") {
 #' @export
 op_cos <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("cos", args, "op_cos")
 }
@@ -1121,7 +1121,7 @@ op_cos <- function(x) {
 #' @export
 op_cosh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("cosh", args, "op_cosh")
 }
@@ -1138,8 +1138,8 @@ op_cosh <- function(x) {
 #' @export
 op_count_nonzero <- function(x, axis = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_count_nonzero", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_count_nonzero", "axis")
   )
   op_call("count_nonzero", args, "op_count_nonzero")
 }
@@ -1164,12 +1164,12 @@ op_count_nonzero <- function(x, axis = NULL) {
 #' @export
 op_cross <- function(x1, x2, axisa = -1L, axisb = -1L, axisc = -1L, axis = NULL) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    axisa = as_axis(axisa, "op_cross", "axisa"),
-    axisb = as_axis(axisb, "op_cross", "axisb"),
-    axisc = as_axis(axisc, "op_cross", "axisc"),
-    axis = as_axis(axis, "op_cross", "axis")
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_axis(axisa, "op_cross", "axisa"),
+    as_axis(axisb, "op_cross", "axisb"),
+    as_axis(axisc, "op_cross", "axisc"),
+    as_axis(axis, "op_cross", "axis")
   )
   op_call("cross", args, "op_cross")
 }
@@ -1189,13 +1189,13 @@ op_cross <- function(x1, x2, axisa = -1L, axisb = -1L, axisc = -1L, axis = NULL)
 #' @export
 op_ctc_decode <- function(inputs, sequence_lengths, strategy = "greedy", beam_width = 100L, top_paths = 1L, merge_repeated = TRUE, mask_index = 0L) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    sequence_lengths = as_tensor_arg(sequence_lengths),
-    strategy = as_tensor_arg(strategy),
-    beam_width = as_py_int(beam_width, "op_ctc_decode", "beam_width"),
-    top_paths = as_py_int(top_paths, "op_ctc_decode", "top_paths"),
-    merge_repeated = as_tensor_arg(merge_repeated),
-    mask_index = as_py_int(mask_index, "op_ctc_decode", "mask_index")
+    as_tensor_arg(inputs),
+    as_tensor_arg(sequence_lengths),
+    as_tensor_arg(strategy),
+    as_py_int(beam_width, "op_ctc_decode", "beam_width"),
+    as_py_int(top_paths, "op_ctc_decode", "top_paths"),
+    as_tensor_arg(merge_repeated),
+    as_py_int(mask_index, "op_ctc_decode", "mask_index")
   )
   op_call("ctc_decode", args, "op_ctc_decode")
 }
@@ -1213,11 +1213,11 @@ op_ctc_decode <- function(inputs, sequence_lengths, strategy = "greedy", beam_wi
 #' @export
 op_ctc_loss <- function(target, output, target_length, output_length, mask_index = 0L) {
   args <- list(
-    target = as_tensor_arg(target),
-    output = as_tensor_arg(output),
-    target_length = as_tensor_arg(target_length),
-    output_length = as_py_int(output_length, "op_ctc_loss", "output_length"),
-    mask_index = as_py_int(mask_index, "op_ctc_loss", "mask_index")
+    as_tensor_arg(target),
+    as_tensor_arg(output),
+    as_tensor_arg(target_length),
+    as_py_int(output_length, "op_ctc_loss", "output_length"),
+    as_py_int(mask_index, "op_ctc_loss", "mask_index")
   )
   op_call("ctc_loss", args, "op_ctc_loss")
 }
@@ -1233,9 +1233,9 @@ op_ctc_loss <- function(target, output, target_length, output_length, mask_index
 #' @export
 op_cumprod <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_cumprod", "axis"),
-    dtype = dtype
+    as_tensor_arg(x),
+    as_axis(axis, "op_cumprod", "axis"),
+    dtype
   )
   op_call("cumprod", args, "op_cumprod")
 }
@@ -1251,9 +1251,9 @@ op_cumprod <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_cumsum <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_cumsum", "axis"),
-    dtype = dtype
+    as_tensor_arg(x),
+    as_axis(axis, "op_cumsum", "axis"),
+    dtype
   )
   op_call("cumsum", args, "op_cumsum")
 }
@@ -1269,7 +1269,7 @@ op_cumsum <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_deg2rad <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("deg2rad", args, "op_deg2rad")
 }
@@ -1291,9 +1291,9 @@ op_deg2rad <- function(x) {
 #' @export
 op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
   args <- list(
-    x = as_tensor_arg(x),
-    block_size = as_py_int(block_size, "op_depth_to_space", "block_size"),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(x),
+    as_py_int(block_size, "op_depth_to_space", "block_size"),
+    as_tensor_arg(data_format)
   )
   op_call("depth_to_space", args, "op_depth_to_space")
 }
@@ -1314,12 +1314,12 @@ op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
 #' @export
 op_depthwise_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    kernel = as_tensor_arg(kernel),
-    strides = as_py_int(strides, "op_depthwise_conv", "strides"),
-    padding = as_tensor_arg(padding),
-    data_format = as_tensor_arg(data_format),
-    dilation_rate = as_py_int(dilation_rate, "op_depthwise_conv", "dilation_rate")
+    as_tensor_arg(inputs),
+    as_tensor_arg(kernel),
+    as_py_int(strides, "op_depthwise_conv", "strides"),
+    as_tensor_arg(padding),
+    as_tensor_arg(data_format),
+    as_py_int(dilation_rate, "op_depthwise_conv", "dilation_rate")
   )
   op_call("depthwise_conv", args, "op_depthwise_conv")
 }
@@ -1333,7 +1333,7 @@ op_depthwise_conv <- function(inputs, kernel, strides = 1L, padding = "valid", d
 #' @export
 op_det <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("det", args, "op_det")
 }
@@ -1348,8 +1348,8 @@ op_det <- function(x) {
 #' @export
 op_diag <- function(x, k = 0L) {
   args <- list(
-    x = as_tensor_arg(x),
-    k = as_py_int(k, "op_diag", "k")
+    as_tensor_arg(x),
+    as_py_int(k, "op_diag", "k")
   )
   op_call("diag", args, "op_diag")
 }
@@ -1364,8 +1364,8 @@ op_diag <- function(x, k = 0L) {
 #' @export
 op_diagflat <- function(x, k = 0L) {
   args <- list(
-    x = as_tensor_arg(x),
-    k = as_py_int(k, "op_diagflat", "k")
+    as_tensor_arg(x),
+    as_py_int(k, "op_diagflat", "k")
   )
   op_call("diagflat", args, "op_diagflat")
 }
@@ -1388,10 +1388,10 @@ op_diagflat <- function(x, k = 0L) {
 #' @export
 op_diagonal <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
   args <- list(
-    x = as_tensor_arg(x),
-    offset = as_py_int(offset, "op_diagonal", "offset"),
-    axis1 = as_axis(axis1, "op_diagonal", "axis1"),
-    axis2 = as_axis(axis2, "op_diagonal", "axis2")
+    as_tensor_arg(x),
+    as_py_int(offset, "op_diagonal", "offset"),
+    as_axis(axis1, "op_diagonal", "axis1"),
+    as_axis(axis2, "op_diagonal", "axis2")
   )
   op_call("diagonal", args, "op_diagonal")
 }
@@ -1409,9 +1409,9 @@ op_diagonal <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
 #' @export
 op_diff <- function(a, n = 1L, axis = -1L) {
   args <- list(
-    a = as_tensor_arg(a),
-    n = as_py_int(n, "op_diff", "n"),
-    axis = as_axis(axis, "op_diff", "axis")
+    as_tensor_arg(a),
+    as_py_int(n, "op_diff", "n"),
+    as_axis(axis, "op_diff", "axis")
   )
   op_call("diff", args, "op_diff")
 }
@@ -1426,8 +1426,8 @@ op_diff <- function(a, n = 1L, axis = -1L) {
 #' @export
 op_digitize <- function(x, bins) {
   args <- list(
-    x = as_tensor_arg(x),
-    bins = as_py_int(bins, "op_digitize", "bins")
+    as_tensor_arg(x),
+    as_py_int(bins, "op_digitize", "bins")
   )
   op_call("digitize", args, "op_digitize")
 }
@@ -1444,8 +1444,8 @@ op_digitize <- function(x, bins) {
 #' @export
 op_divide <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("divide", args, "op_divide")
 }
@@ -1460,8 +1460,8 @@ op_divide <- function(x1, x2) {
 #' @export
 op_divide_no_nan <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("divide_no_nan", args, "op_divide_no_nan")
 }
@@ -1478,8 +1478,8 @@ op_divide_no_nan <- function(x1, x2) {
 #' @export
 op_dot <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("dot", args, "op_dot")
 }
@@ -1505,15 +1505,15 @@ op_dot <- function(x1, x2) {
 #' @export
 op_dot_product_attention <- function(query, key, value, bias = NULL, mask = NULL, scale = NULL, is_causal = FALSE, flash_attention = NULL, attn_logits_soft_cap = NULL) {
   args <- list(
-    query = as_tensor_arg(query),
-    key = as_tensor_arg(key),
-    value = as_tensor_arg(value),
-    bias = as_tensor_arg(bias),
-    mask = as_tensor_arg(mask),
-    scale = as_tensor_arg(scale),
-    is_causal = as_tensor_arg(is_causal),
-    flash_attention = as_tensor_arg(flash_attention),
-    attn_logits_soft_cap = as_tensor_arg(attn_logits_soft_cap)
+    as_tensor_arg(query),
+    as_tensor_arg(key),
+    as_tensor_arg(value),
+    as_tensor_arg(bias),
+    as_tensor_arg(mask),
+    as_tensor_arg(scale),
+    as_tensor_arg(is_causal),
+    as_tensor_arg(flash_attention),
+    as_tensor_arg(attn_logits_soft_cap)
   )
   op_call("dot_product_attention", args, "op_dot_product_attention")
 }
@@ -1528,8 +1528,8 @@ op_dot_product_attention <- function(query, key, value, bias = NULL, mask = NULL
 #' @export
 op_dsplit <- function(x, indices_or_sections) {
   args <- list(
-    x = as_tensor_arg(x),
-    indices_or_sections = as_py_int(indices_or_sections, "op_dsplit", "indices_or_sections")
+    as_tensor_arg(x),
+    as_py_int(indices_or_sections, "op_dsplit", "indices_or_sections")
   )
   op_call("dsplit", args, "op_dsplit")
 }
@@ -1545,7 +1545,7 @@ op_dsplit <- function(x, indices_or_sections) {
 #' @export
 op_dstack <- function(xs) {
   args <- list(
-    xs = as_tensor_arg(xs)
+    as_tensor_arg(xs)
   )
   op_call("dstack", args, "op_dstack")
 }
@@ -1561,7 +1561,7 @@ op_dstack <- function(xs) {
 #' @export
 op_dtype <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("dtype", args, "op_dtype")
 }
@@ -1575,7 +1575,7 @@ op_dtype <- function(x) {
 #' @export
 op_eig <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("eig", args, "op_eig")
 }
@@ -1589,7 +1589,7 @@ op_eig <- function(x) {
 #' @export
 op_eigh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("eigh", args, "op_eigh")
 }
@@ -1621,8 +1621,8 @@ op_einsum <- function(subscripts, ...) {
 #' @export
 op_elu <- function(x, alpha = 1.0) {
   args <- list(
-    x = as_tensor_arg(x),
-    alpha = as_tensor_arg(alpha)
+    as_tensor_arg(x),
+    as_tensor_arg(alpha)
   )
   op_call("elu", args, "op_elu")
 }
@@ -1637,8 +1637,8 @@ op_elu <- function(x, alpha = 1.0) {
 #' @export
 op_empty <- function(shape, dtype = NULL) {
   args <- list(
-    shape = as_shape(shape, "op_empty", "shape"),
-    dtype = dtype
+    as_shape(shape, "op_empty", "shape"),
+    dtype
   )
   op_call("empty", args, "op_empty")
 }
@@ -1653,8 +1653,8 @@ op_empty <- function(shape, dtype = NULL) {
 #' @export
 op_empty_like <- function(x, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype
+    as_tensor_arg(x),
+    dtype
   )
   op_call("empty_like", args, "op_empty_like")
 }
@@ -1669,8 +1669,8 @@ op_empty_like <- function(x, dtype = NULL) {
 #' @export
 op_equal <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("equal", args, "op_equal")
 }
@@ -1684,7 +1684,7 @@ op_equal <- function(x1, x2) {
 #' @export
 op_erf <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("erf", args, "op_erf")
 }
@@ -1698,7 +1698,7 @@ op_erf <- function(x) {
 #' @export
 op_erfc <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("erfc", args, "op_erfc")
 }
@@ -1712,7 +1712,7 @@ op_erfc <- function(x) {
 #' @export
 op_erfinv <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("erfinv", args, "op_erfinv")
 }
@@ -1726,7 +1726,7 @@ op_erfinv <- function(x) {
 #' @export
 op_exp <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("exp", args, "op_exp")
 }
@@ -1740,7 +1740,7 @@ op_exp <- function(x) {
 #' @export
 op_exp2 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("exp2", args, "op_exp2")
 }
@@ -1757,8 +1757,8 @@ op_exp2 <- function(x) {
 #' @export
 op_expand_dims <- function(x, axis) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_expand_dims", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_expand_dims", "axis")
   )
   op_call("expand_dims", args, "op_expand_dims")
 }
@@ -1772,7 +1772,7 @@ op_expand_dims <- function(x, axis) {
 #' @export
 op_expm1 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("expm1", args, "op_expm1")
 }
@@ -1794,9 +1794,9 @@ op_expm1 <- function(x) {
 #' @export
 op_extract_sequences <- function(x, sequence_length, sequence_stride) {
   args <- list(
-    x = as_tensor_arg(x),
-    sequence_length = as_py_int(sequence_length, "op_extract_sequences", "sequence_length"),
-    sequence_stride = as_py_int(sequence_stride, "op_extract_sequences", "sequence_stride")
+    as_tensor_arg(x),
+    as_py_int(sequence_length, "op_extract_sequences", "sequence_length"),
+    as_py_int(sequence_stride, "op_extract_sequences", "sequence_stride")
   )
   op_call("extract_sequences", args, "op_extract_sequences")
 }
@@ -1813,10 +1813,10 @@ op_extract_sequences <- function(x, sequence_length, sequence_stride) {
 #' @export
 op_eye <- function(N, M = NULL, k = 0L, dtype = NULL) {
   args <- list(
-    N = as_py_int(N, "op_eye", "N"),
-    M = as_py_int(M, "op_eye", "M"),
-    k = as_py_int(k, "op_eye", "k"),
-    dtype = dtype
+    as_py_int(N, "op_eye", "N"),
+    as_py_int(M, "op_eye", "M"),
+    as_py_int(k, "op_eye", "k"),
+    dtype
   )
   op_call("eye", args, "op_eye")
 }
@@ -1832,7 +1832,7 @@ op_eye <- function(N, M = NULL, k = 0L, dtype = NULL) {
 #' @export
 op_fabs <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("fabs", args, "op_fabs")
 }
@@ -1846,7 +1846,7 @@ op_fabs <- function(x) {
 #' @export
 op_fft <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("fft", args, "op_fft")
 }
@@ -1860,7 +1860,7 @@ op_fft <- function(x) {
 #' @export
 op_fft2 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("fft2", args, "op_fft2")
 }
@@ -1877,8 +1877,8 @@ op_fft2 <- function(x) {
 #' @export
 op_flip <- function(x, axis = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_flip", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_flip", "axis")
   )
   op_call("flip", args, "op_flip")
 }
@@ -1894,7 +1894,7 @@ op_flip <- function(x, axis = NULL) {
 #' @export
 op_fliplr <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("fliplr", args, "op_fliplr")
 }
@@ -1910,7 +1910,7 @@ op_fliplr <- function(x) {
 #' @export
 op_flipud <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("flipud", args, "op_flipud")
 }
@@ -1926,7 +1926,7 @@ op_flipud <- function(x) {
 #' @export
 op_floor <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("floor", args, "op_floor")
 }
@@ -1941,8 +1941,8 @@ op_floor <- function(x) {
 #' @export
 op_floor_divide <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("floor_divide", args, "op_floor_divide")
 }
@@ -1959,8 +1959,8 @@ op_floor_divide <- function(x1, x2) {
 #' @export
 op_fmax <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("fmax", args, "op_fmax")
 }
@@ -1977,8 +1977,8 @@ op_fmax <- function(x1, x2) {
 #' @export
 op_fmin <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("fmin", args, "op_fmin")
 }
@@ -1995,8 +1995,8 @@ op_fmin <- function(x1, x2) {
 #' @export
 op_fmod <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("fmod", args, "op_fmod")
 }
@@ -2017,12 +2017,12 @@ op_fmod <- function(x1, x2) {
 #' @export
 op_fold <- function(x, output_size, kernel_size, dilation = 1L, padding = 0L, stride = 1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    output_size = as_py_int(output_size, "op_fold", "output_size"),
-    kernel_size = as_py_int(kernel_size, "op_fold", "kernel_size"),
-    dilation = as_py_int(dilation, "op_fold", "dilation"),
-    padding = as_tensor_arg(padding),
-    stride = as_py_int(stride, "op_fold", "stride")
+    as_tensor_arg(x),
+    as_py_int(output_size, "op_fold", "output_size"),
+    as_py_int(kernel_size, "op_fold", "kernel_size"),
+    as_py_int(dilation, "op_fold", "dilation"),
+    as_tensor_arg(padding),
+    as_py_int(stride, "op_fold", "stride")
   )
   op_call("fold", args, "op_fold")
 }
@@ -2039,10 +2039,10 @@ op_fold <- function(x, output_size, kernel_size, dilation = 1L, padding = 0L, st
 #' @export
 op_fori_loop <- function(lower, upper, body_fun, init_val) {
   args <- list(
-    lower = as_tensor_arg(lower),
-    upper = as_tensor_arg(upper),
-    body_fun = as_tensor_arg(body_fun),
-    init_val = as_tensor_arg(init_val)
+    as_tensor_arg(lower),
+    as_tensor_arg(upper),
+    as_tensor_arg(body_fun),
+    as_tensor_arg(init_val)
   )
   op_call("fori_loop", args, "op_fori_loop")
 }
@@ -2058,9 +2058,9 @@ op_fori_loop <- function(lower, upper, body_fun, init_val) {
 #' @export
 op_full <- function(shape, fill_value, dtype = NULL) {
   args <- list(
-    shape = as_shape(shape, "op_full", "shape"),
-    fill_value = as_tensor_arg(fill_value),
-    dtype = dtype
+    as_shape(shape, "op_full", "shape"),
+    as_tensor_arg(fill_value),
+    dtype
   )
   op_call("full", args, "op_full")
 }
@@ -2076,9 +2076,9 @@ op_full <- function(shape, fill_value, dtype = NULL) {
 #' @export
 op_full_like <- function(x, fill_value, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    fill_value = as_tensor_arg(fill_value),
-    dtype = dtype
+    as_tensor_arg(x),
+    as_tensor_arg(fill_value),
+    dtype
   )
   op_call("full_like", args, "op_full_like")
 }
@@ -2093,8 +2093,8 @@ op_full_like <- function(x, fill_value, dtype = NULL) {
 #' @export
 op_gcd <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("gcd", args, "op_gcd")
 }
@@ -2113,8 +2113,8 @@ op_gcd <- function(x1, x2) {
 #' @export
 op_gelu <- function(x, approximate = TRUE) {
   args <- list(
-    x = as_tensor_arg(x),
-    approximate = as_tensor_arg(approximate)
+    as_tensor_arg(x),
+    as_tensor_arg(approximate)
   )
   op_call("gelu", args, "op_gelu")
 }
@@ -2135,12 +2135,12 @@ op_gelu <- function(x, approximate = TRUE) {
 #' @export
 op_geomspace <- function(start, stop, num = 50L, endpoint = TRUE, dtype = NULL, axis = 1L) {
   args <- list(
-    start = as_tensor_arg(start),
-    stop = as_tensor_arg(stop),
-    num = as_py_int(num, "op_geomspace", "num"),
-    endpoint = as_tensor_arg(endpoint),
-    dtype = dtype,
-    axis = as_axis(axis, "op_geomspace", "axis")
+    as_tensor_arg(start),
+    as_tensor_arg(stop),
+    as_py_int(num, "op_geomspace", "num"),
+    as_tensor_arg(endpoint),
+    dtype,
+    as_axis(axis, "op_geomspace", "axis")
   )
   op_call("geomspace", args, "op_geomspace")
 }
@@ -2155,8 +2155,8 @@ op_geomspace <- function(start, stop, num = 50L, endpoint = TRUE, dtype = NULL, 
 #' @export
 op_get_item <- function(x, key) {
   args <- list(
-    x = as_tensor_arg(x),
-    key = as_tensor_arg(key)
+    as_tensor_arg(x),
+    as_tensor_arg(key)
   )
   op_call("get_item", args, "op_get_item")
 }
@@ -2175,8 +2175,8 @@ op_get_item <- function(x, key) {
 #' @export
 op_glu <- function(x, axis = -1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_glu", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_glu", "axis")
   )
   op_call("glu", args, "op_glu")
 }
@@ -2191,8 +2191,8 @@ op_glu <- function(x, axis = -1L) {
 #' @export
 op_greater <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("greater", args, "op_greater")
 }
@@ -2207,8 +2207,8 @@ op_greater <- function(x1, x2) {
 #' @export
 op_greater_equal <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("greater_equal", args, "op_greater_equal")
 }
@@ -2224,7 +2224,7 @@ op_greater_equal <- function(x1, x2) {
 #' @export
 op_hamming <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("hamming", args, "op_hamming")
 }
@@ -2240,7 +2240,7 @@ op_hamming <- function(x) {
 #' @export
 op_hanning <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("hanning", args, "op_hanning")
 }
@@ -2259,8 +2259,8 @@ op_hanning <- function(x) {
 #' @export
 op_hard_shrink <- function(x, threshold = 0.5) {
   args <- list(
-    x = as_tensor_arg(x),
-    threshold = as_tensor_arg(threshold)
+    as_tensor_arg(x),
+    as_tensor_arg(threshold)
   )
   op_call("hard_shrink", args, "op_hard_shrink")
 }
@@ -2278,7 +2278,7 @@ op_hard_shrink <- function(x, threshold = 0.5) {
 #' @export
 op_hard_sigmoid <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("hard_sigmoid", args, "op_hard_sigmoid")
 }
@@ -2298,7 +2298,7 @@ op_hard_sigmoid <- function(x) {
 #' @export
 op_hard_silu <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("hard_silu", args, "op_hard_silu")
 }
@@ -2318,7 +2318,7 @@ op_hard_silu <- function(x) {
 #' @export
 op_hard_swish <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("hard_swish", args, "op_hard_swish")
 }
@@ -2336,7 +2336,7 @@ op_hard_swish <- function(x) {
 #' @export
 op_hard_tanh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("hard_tanh", args, "op_hard_tanh")
 }
@@ -2353,8 +2353,8 @@ op_hard_tanh <- function(x) {
 #' @export
 op_heaviside <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("heaviside", args, "op_heaviside")
 }
@@ -2370,9 +2370,9 @@ op_heaviside <- function(x1, x2) {
 #' @export
 op_histogram <- function(x, bins = 10L, range = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    bins = as_py_int(bins, "op_histogram", "bins"),
-    range = as_tensor_arg(range)
+    as_tensor_arg(x),
+    as_py_int(bins, "op_histogram", "bins"),
+    as_tensor_arg(range)
   )
   op_call("histogram", args, "op_histogram")
 }
@@ -2387,8 +2387,8 @@ op_histogram <- function(x, bins = 10L, range = NULL) {
 #' @export
 op_hsplit <- function(x, indices_or_sections) {
   args <- list(
-    x = as_tensor_arg(x),
-    indices_or_sections = as_py_int(indices_or_sections, "op_hsplit", "indices_or_sections")
+    as_tensor_arg(x),
+    as_py_int(indices_or_sections, "op_hsplit", "indices_or_sections")
   )
   op_call("hsplit", args, "op_hsplit")
 }
@@ -2404,7 +2404,7 @@ op_hsplit <- function(x, indices_or_sections) {
 #' @export
 op_hstack <- function(xs) {
   args <- list(
-    xs = as_tensor_arg(xs)
+    as_tensor_arg(xs)
   )
   op_call("hstack", args, "op_hstack")
 }
@@ -2421,8 +2421,8 @@ op_hstack <- function(xs) {
 #' @export
 op_hypot <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("hypot", args, "op_hypot")
 }
@@ -2436,7 +2436,7 @@ op_hypot <- function(x1, x2) {
 #' @export
 op_i0 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("i0", args, "op_i0")
 }
@@ -2453,8 +2453,8 @@ op_i0 <- function(x) {
 #' @export
 op_identity <- function(n, dtype = NULL) {
   args <- list(
-    n = as_py_int(n, "op_identity", "n"),
-    dtype = dtype
+    as_py_int(n, "op_identity", "n"),
+    dtype
   )
   op_call("identity", args, "op_identity")
 }
@@ -2468,7 +2468,7 @@ op_identity <- function(n, dtype = NULL) {
 #' @export
 op_ifft2 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("ifft2", args, "op_ifft2")
 }
@@ -2482,7 +2482,7 @@ op_ifft2 <- function(x) {
 #' @export
 op_imag <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("imag", args, "op_imag")
 }
@@ -2498,9 +2498,9 @@ op_imag <- function(x) {
 #' @export
 op_in_top_k <- function(targets, predictions, k) {
   args <- list(
-    targets = as_tensor_arg(targets),
-    predictions = as_tensor_arg(predictions),
-    k = as_py_int(k, "op_in_top_k", "k")
+    as_tensor_arg(targets),
+    as_tensor_arg(predictions),
+    as_py_int(k, "op_in_top_k", "k")
   )
   op_call("in_top_k", args, "op_in_top_k")
 }
@@ -2519,8 +2519,8 @@ op_in_top_k <- function(targets, predictions, k) {
 #' @export
 op_inner <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("inner", args, "op_inner")
 }
@@ -2534,7 +2534,7 @@ op_inner <- function(x1, x2) {
 #' @export
 op_inv <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("inv", args, "op_inv")
 }
@@ -2555,8 +2555,8 @@ op_inv <- function(x) {
 #' @export
 op_irfft <- function(x, fft_length = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    fft_length = as_py_int(fft_length, "op_irfft", "fft_length")
+    as_tensor_arg(x),
+    as_py_int(fft_length, "op_irfft", "fft_length")
   )
   op_call("irfft", args, "op_irfft")
 }
@@ -2572,7 +2572,7 @@ op_irfft <- function(x, fft_length = NULL) {
 #' @export
 op_is_tensor <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("is_tensor", args, "op_is_tensor")
 }
@@ -2590,11 +2590,11 @@ op_is_tensor <- function(x) {
 #' @export
 op_isclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    rtol = as_tensor_arg(rtol),
-    atol = as_tensor_arg(atol),
-    equal_nan = as_tensor_arg(equal_nan)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_tensor_arg(rtol),
+    as_tensor_arg(atol),
+    as_tensor_arg(equal_nan)
   )
   op_call("isclose", args, "op_isclose")
 }
@@ -2610,7 +2610,7 @@ op_isclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
 #' @export
 op_isfinite <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("isfinite", args, "op_isfinite")
 }
@@ -2629,10 +2629,10 @@ op_isfinite <- function(x) {
 #' @export
 op_isin <- function(x1, x2, assume_unique = FALSE, invert = FALSE) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    assume_unique = as_tensor_arg(assume_unique),
-    invert = as_tensor_arg(invert)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_tensor_arg(assume_unique),
+    as_tensor_arg(invert)
   )
   op_call("isin", args, "op_isin")
 }
@@ -2646,7 +2646,7 @@ op_isin <- function(x1, x2, assume_unique = FALSE, invert = FALSE) {
 #' @export
 op_isinf <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("isinf", args, "op_isinf")
 }
@@ -2660,7 +2660,7 @@ op_isinf <- function(x) {
 #' @export
 op_isnan <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("isnan", args, "op_isnan")
 }
@@ -2674,7 +2674,7 @@ op_isnan <- function(x) {
 #' @export
 op_isneginf <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("isneginf", args, "op_isneginf")
 }
@@ -2688,7 +2688,7 @@ op_isneginf <- function(x) {
 #' @export
 op_isposinf <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("isposinf", args, "op_isposinf")
 }
@@ -2702,7 +2702,7 @@ op_isposinf <- function(x) {
 #' @export
 op_isreal <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("isreal", args, "op_isreal")
 }
@@ -2724,13 +2724,13 @@ op_isreal <- function(x) {
 #' @export
 op_istft <- function(x, sequence_length, sequence_stride, fft_length, length = NULL, window = "hann", center = TRUE) {
   args <- list(
-    x = as_tensor_arg(x),
-    sequence_length = as_py_int(sequence_length, "op_istft", "sequence_length"),
-    sequence_stride = as_py_int(sequence_stride, "op_istft", "sequence_stride"),
-    fft_length = as_py_int(fft_length, "op_istft", "fft_length"),
-    length = as_py_int(length, "op_istft", "length"),
-    window = as_tensor_arg(window),
-    center = as_tensor_arg(center)
+    as_tensor_arg(x),
+    as_py_int(sequence_length, "op_istft", "sequence_length"),
+    as_py_int(sequence_stride, "op_istft", "sequence_stride"),
+    as_py_int(fft_length, "op_istft", "fft_length"),
+    as_py_int(length, "op_istft", "length"),
+    as_tensor_arg(window),
+    as_tensor_arg(center)
   )
   op_call("istft", args, "op_istft")
 }
@@ -2747,10 +2747,10 @@ op_istft <- function(x, sequence_length, sequence_stride, fft_length, length = N
 #' @export
 op_jvp <- function(fun, primals, tangents, has_aux = FALSE) {
   args <- list(
-    fun = as_tensor_arg(fun),
-    primals = as_tensor_arg(primals),
-    tangents = as_tensor_arg(tangents),
-    has_aux = as_tensor_arg(has_aux)
+    as_tensor_arg(fun),
+    as_tensor_arg(primals),
+    as_tensor_arg(tangents),
+    as_tensor_arg(has_aux)
   )
   op_call("jvp", args, "op_jvp")
 }
@@ -2767,8 +2767,8 @@ op_jvp <- function(fun, primals, tangents, has_aux = FALSE) {
 #' @export
 op_kaiser <- function(x, beta) {
   args <- list(
-    x = as_tensor_arg(x),
-    beta = as_tensor_arg(beta)
+    as_tensor_arg(x),
+    as_tensor_arg(beta)
   )
   op_call("kaiser", args, "op_kaiser")
 }
@@ -2785,8 +2785,8 @@ op_kaiser <- function(x, beta) {
 #' @export
 op_kron <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("kron", args, "op_kron")
 }
@@ -2826,8 +2826,8 @@ op_layer_normalization <- function(x, gamma = NULL, beta = NULL, axis = -1L, eps
 #' @export
 op_lcm <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("lcm", args, "op_lcm")
 }
@@ -2844,8 +2844,8 @@ op_lcm <- function(x1, x2) {
 #' @export
 op_ldexp <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("ldexp", args, "op_ldexp")
 }
@@ -2864,8 +2864,8 @@ op_ldexp <- function(x1, x2) {
 #' @export
 op_leaky_relu <- function(x, negative_slope = 0.2) {
   args <- list(
-    x = as_tensor_arg(x),
-    negative_slope = as_tensor_arg(negative_slope)
+    as_tensor_arg(x),
+    as_tensor_arg(negative_slope)
   )
   op_call("leaky_relu", args, "op_leaky_relu")
 }
@@ -2882,8 +2882,8 @@ op_leaky_relu <- function(x, negative_slope = 0.2) {
 #' @export
 op_left_shift <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("left_shift", args, "op_left_shift")
 }
@@ -2898,8 +2898,8 @@ op_left_shift <- function(x, y) {
 #' @export
 op_less <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("less", args, "op_less")
 }
@@ -2914,8 +2914,8 @@ op_less <- function(x1, x2) {
 #' @export
 op_less_equal <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("less_equal", args, "op_less_equal")
 }
@@ -2939,13 +2939,13 @@ op_less_equal <- function(x1, x2) {
 #' @export
 op_linspace <- function(start, stop, num = 50L, endpoint = TRUE, retstep = FALSE, dtype = NULL, axis = 1L) {
   args <- list(
-    start = as_tensor_arg(start),
-    stop = as_tensor_arg(stop),
-    num = as_py_int(num, "op_linspace", "num"),
-    endpoint = as_tensor_arg(endpoint),
-    retstep = as_tensor_arg(retstep),
-    dtype = dtype,
-    axis = as_axis(axis, "op_linspace", "axis")
+    as_tensor_arg(start),
+    as_tensor_arg(stop),
+    as_py_int(num, "op_linspace", "num"),
+    as_tensor_arg(endpoint),
+    as_tensor_arg(retstep),
+    dtype,
+    as_axis(axis, "op_linspace", "axis")
   )
   op_call("linspace", args, "op_linspace")
 }
@@ -2959,7 +2959,7 @@ op_linspace <- function(start, stop, num = 50L, endpoint = TRUE, retstep = FALSE
 #' @export
 op_log <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("log", args, "op_log")
 }
@@ -2973,7 +2973,7 @@ op_log <- function(x) {
 #' @export
 op_log10 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("log10", args, "op_log10")
 }
@@ -2989,7 +2989,7 @@ op_log10 <- function(x) {
 #' @export
 op_log1p <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("log1p", args, "op_log1p")
 }
@@ -3003,7 +3003,7 @@ op_log1p <- function(x) {
 #' @export
 op_log2 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("log2", args, "op_log2")
 }
@@ -3019,7 +3019,7 @@ op_log2 <- function(x) {
 #' @export
 op_log_sigmoid <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("log_sigmoid", args, "op_log_sigmoid")
 }
@@ -3036,8 +3036,8 @@ op_log_sigmoid <- function(x) {
 #' @export
 op_log_softmax <- function(x, axis = -1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_log_softmax", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_log_softmax", "axis")
   )
   op_call("log_softmax", args, "op_log_softmax")
 }
@@ -3054,8 +3054,8 @@ op_log_softmax <- function(x, axis = -1L) {
 #' @export
 op_logaddexp <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("logaddexp", args, "op_logaddexp")
 }
@@ -3072,8 +3072,8 @@ op_logaddexp <- function(x1, x2) {
 #' @export
 op_logaddexp2 <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("logaddexp2", args, "op_logaddexp2")
 }
@@ -3087,7 +3087,7 @@ op_logaddexp2 <- function(x1, x2) {
 #' @export
 op_logdet <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("logdet", args, "op_logdet")
 }
@@ -3104,8 +3104,8 @@ op_logdet <- function(x) {
 #' @export
 op_logical_and <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("logical_and", args, "op_logical_and")
 }
@@ -3121,7 +3121,7 @@ op_logical_and <- function(x1, x2) {
 #' @export
 op_logical_not <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("logical_not", args, "op_logical_not")
 }
@@ -3138,8 +3138,8 @@ op_logical_not <- function(x) {
 #' @export
 op_logical_or <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("logical_or", args, "op_logical_or")
 }
@@ -3154,8 +3154,8 @@ op_logical_or <- function(x1, x2) {
 #' @export
 op_logical_xor <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("logical_xor", args, "op_logical_xor")
 }
@@ -3177,13 +3177,13 @@ op_logical_xor <- function(x1, x2) {
 #' @export
 op_logspace <- function(start, stop, num = 50L, endpoint = TRUE, base = 10L, dtype = NULL, axis = 1L) {
   args <- list(
-    start = as_tensor_arg(start),
-    stop = as_tensor_arg(stop),
-    num = as_py_int(num, "op_logspace", "num"),
-    endpoint = as_tensor_arg(endpoint),
-    base = as_tensor_arg(base),
-    dtype = dtype,
-    axis = as_axis(axis, "op_logspace", "axis")
+    as_tensor_arg(start),
+    as_tensor_arg(stop),
+    as_py_int(num, "op_logspace", "num"),
+    as_tensor_arg(endpoint),
+    as_tensor_arg(base),
+    dtype,
+    as_axis(axis, "op_logspace", "axis")
   )
   op_call("logspace", args, "op_logspace")
 }
@@ -3199,9 +3199,9 @@ op_logspace <- function(start, stop, num = 50L, endpoint = TRUE, base = 10L, dty
 #' @export
 op_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_logsumexp", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_logsumexp", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("logsumexp", args, "op_logsumexp")
 }
@@ -3221,9 +3221,9 @@ op_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_lstsq <- function(a, b, rcond = NULL) {
   args <- list(
-    a = as_tensor_arg(a),
-    b = as_tensor_arg(b),
-    rcond = as_tensor_arg(rcond)
+    as_tensor_arg(a),
+    as_tensor_arg(b),
+    as_tensor_arg(rcond)
   )
   op_call("lstsq", args, "op_lstsq")
 }
@@ -3237,7 +3237,7 @@ op_lstsq <- function(a, b, rcond = NULL) {
 #' @export
 op_lu_factor <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("lu_factor", args, "op_lu_factor")
 }
@@ -3258,8 +3258,8 @@ op_lu_factor <- function(x) {
 #' @export
 op_map <- function(f, xs) {
   args <- list(
-    f = as_tensor_arg(f),
-    xs = as_tensor_arg(xs)
+    as_tensor_arg(f),
+    as_tensor_arg(xs)
   )
   op_call("map", args, "op_map")
 }
@@ -3276,8 +3276,8 @@ op_map <- function(f, xs) {
 #' @export
 op_matmul <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("matmul", args, "op_matmul")
 }
@@ -3294,8 +3294,8 @@ op_matmul <- function(x1, x2) {
 #' @export
 op_matrix_rank <- function(x, tol = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    tol = as_tensor_arg(tol)
+    as_tensor_arg(x),
+    as_tensor_arg(tol)
   )
   op_call("matrix_rank", args, "op_matrix_rank")
 }
@@ -3312,10 +3312,10 @@ op_matrix_rank <- function(x, tol = NULL) {
 #' @export
 op_max <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_max", "axis"),
-    keepdims = as_tensor_arg(keepdims),
-    initial = as_tensor_arg(initial)
+    as_tensor_arg(x),
+    as_axis(axis, "op_max", "axis"),
+    as_tensor_arg(keepdims),
+    as_tensor_arg(initial)
   )
   op_call("max", args, "op_max")
 }
@@ -3333,11 +3333,11 @@ op_max <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
 #' @export
 op_max_pool <- function(inputs, pool_size, strides = NULL, padding = "valid", data_format = NULL) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    pool_size = as_py_int(pool_size, "op_max_pool", "pool_size"),
-    strides = as_py_int(strides, "op_max_pool", "strides"),
-    padding = as_tensor_arg(padding),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(inputs),
+    as_py_int(pool_size, "op_max_pool", "pool_size"),
+    as_py_int(strides, "op_max_pool", "strides"),
+    as_tensor_arg(padding),
+    as_tensor_arg(data_format)
   )
   op_call("max_pool", args, "op_max_pool")
 }
@@ -3352,8 +3352,8 @@ op_max_pool <- function(inputs, pool_size, strides = NULL, padding = "valid", da
 #' @export
 op_maximum <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("maximum", args, "op_maximum")
 }
@@ -3369,9 +3369,9 @@ op_maximum <- function(x1, x2) {
 #' @export
 op_mean <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_mean", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_mean", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("mean", args, "op_mean")
 }
@@ -3387,9 +3387,9 @@ op_mean <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_median <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_median", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_median", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("median", args, "op_median")
 }
@@ -3423,10 +3423,10 @@ op_meshgrid <- function(..., indexing = "xy") {
 #' @export
 op_min <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_min", "axis"),
-    keepdims = as_tensor_arg(keepdims),
-    initial = as_tensor_arg(initial)
+    as_tensor_arg(x),
+    as_axis(axis, "op_min", "axis"),
+    as_tensor_arg(keepdims),
+    as_tensor_arg(initial)
   )
   op_call("min", args, "op_min")
 }
@@ -3441,8 +3441,8 @@ op_min <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
 #' @export
 op_minimum <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("minimum", args, "op_minimum")
 }
@@ -3457,8 +3457,8 @@ op_minimum <- function(x1, x2) {
 #' @export
 op_mod <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("mod", args, "op_mod")
 }
@@ -3477,10 +3477,10 @@ op_mod <- function(x1, x2) {
 #' @export
 op_moments <- function(x, axes, keepdims = FALSE, synchronized = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axes = as_axis(axes, "op_moments", "axes"),
-    keepdims = as_tensor_arg(keepdims),
-    synchronized = as_tensor_arg(synchronized)
+    as_tensor_arg(x),
+    as_axis(axes, "op_moments", "axes"),
+    as_tensor_arg(keepdims),
+    as_tensor_arg(synchronized)
   )
   op_call("moments", args, "op_moments")
 }
@@ -3498,9 +3498,9 @@ op_moments <- function(x, axes, keepdims = FALSE, synchronized = FALSE) {
 #' @export
 op_moveaxis <- function(x, source, destination) {
   args <- list(
-    x = as_tensor_arg(x),
-    source = as_axis(source, "op_moveaxis", "source"),
-    destination = as_axis(destination, "op_moveaxis", "destination")
+    as_tensor_arg(x),
+    as_axis(source, "op_moveaxis", "source"),
+    as_axis(destination, "op_moveaxis", "destination")
   )
   op_call("moveaxis", args, "op_moveaxis")
 }
@@ -3540,8 +3540,8 @@ op_multi_hot <- function(inputs, num_classes = NULL, axis = -1L, dtype = NULL, s
 #' @export
 op_multiply <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("multiply", args, "op_multiply")
 }
@@ -3558,10 +3558,10 @@ op_multiply <- function(x1, x2) {
 #' @export
 op_nan_to_num <- function(x, nan = 0.0, posinf = NULL, neginf = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    nan = as_tensor_arg(nan),
-    posinf = as_tensor_arg(posinf),
-    neginf = as_tensor_arg(neginf)
+    as_tensor_arg(x),
+    as_tensor_arg(nan),
+    as_tensor_arg(posinf),
+    as_tensor_arg(neginf)
   )
   op_call("nan_to_num", args, "op_nan_to_num")
 }
@@ -3577,9 +3577,9 @@ op_nan_to_num <- function(x, nan = 0.0, posinf = NULL, neginf = NULL) {
 #' @export
 op_nanargmax <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanargmax", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanargmax", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanargmax", args, "op_nanargmax")
 }
@@ -3595,9 +3595,9 @@ op_nanargmax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanargmin <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanargmin", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanargmin", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanargmin", args, "op_nanargmin")
 }
@@ -3613,9 +3613,9 @@ op_nanargmin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nancumprod <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nancumprod", "axis"),
-    dtype = dtype
+    as_tensor_arg(x),
+    as_axis(axis, "op_nancumprod", "axis"),
+    dtype
   )
   op_call("nancumprod", args, "op_nancumprod")
 }
@@ -3631,9 +3631,9 @@ op_nancumprod <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_nancumsum <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nancumsum", "axis"),
-    dtype = dtype
+    as_tensor_arg(x),
+    as_axis(axis, "op_nancumsum", "axis"),
+    dtype
   )
   op_call("nancumsum", args, "op_nancumsum")
 }
@@ -3649,9 +3649,9 @@ op_nancumsum <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_nanmax <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanmax", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanmax", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanmax", args, "op_nanmax")
 }
@@ -3667,9 +3667,9 @@ op_nanmax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanmean <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanmean", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanmean", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanmean", args, "op_nanmean")
 }
@@ -3687,9 +3687,9 @@ op_nanmean <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanmedian <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanmedian", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanmedian", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanmedian", args, "op_nanmedian")
 }
@@ -3705,9 +3705,9 @@ op_nanmedian <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanmin <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanmin", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanmin", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanmin", args, "op_nanmin")
 }
@@ -3725,11 +3725,11 @@ op_nanmin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanpercentile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    q = as_tensor_arg(q),
-    axis = as_axis(axis, "op_nanpercentile", "axis"),
-    method = as_tensor_arg(method),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_tensor_arg(q),
+    as_axis(axis, "op_nanpercentile", "axis"),
+    as_tensor_arg(method),
+    as_tensor_arg(keepdims)
   )
   op_call("nanpercentile", args, "op_nanpercentile")
 }
@@ -3745,9 +3745,9 @@ op_nanpercentile <- function(x, q, axis = NULL, method = "linear", keepdims = FA
 #' @export
 op_nanprod <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanprod", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanprod", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanprod", args, "op_nanprod")
 }
@@ -3765,11 +3765,11 @@ op_nanprod <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanquantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    q = as_tensor_arg(q),
-    axis = as_axis(axis, "op_nanquantile", "axis"),
-    method = as_tensor_arg(method),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_tensor_arg(q),
+    as_axis(axis, "op_nanquantile", "axis"),
+    as_tensor_arg(method),
+    as_tensor_arg(keepdims)
   )
   op_call("nanquantile", args, "op_nanquantile")
 }
@@ -3785,9 +3785,9 @@ op_nanquantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALS
 #' @export
 op_nanstd <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanstd", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanstd", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanstd", args, "op_nanstd")
 }
@@ -3803,9 +3803,9 @@ op_nanstd <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nansum <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nansum", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nansum", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nansum", args, "op_nansum")
 }
@@ -3821,9 +3821,9 @@ op_nansum <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanvar <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_nanvar", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_nanvar", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("nanvar", args, "op_nanvar")
 }
@@ -3837,7 +3837,7 @@ op_nanvar <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_ndim <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("ndim", args, "op_ndim")
 }
@@ -3851,7 +3851,7 @@ op_ndim <- function(x) {
 #' @export
 op_negative <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("negative", args, "op_negative")
 }
@@ -3868,8 +3868,8 @@ op_negative <- function(x) {
 #' @export
 op_nextafter <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("nextafter", args, "op_nextafter")
 }
@@ -3883,7 +3883,7 @@ op_nextafter <- function(x1, x2) {
 #' @export
 op_nonzero <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("nonzero", args, "op_nonzero")
 }
@@ -3902,10 +3902,10 @@ op_nonzero <- function(x) {
 #' @export
 op_norm <- function(x, ord = NULL, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    ord = as_tensor_arg(ord),
-    axis = as_axis(axis, "op_norm", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_tensor_arg(ord),
+    as_axis(axis, "op_norm", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("norm", args, "op_norm")
 }
@@ -3924,10 +3924,10 @@ op_norm <- function(x, ord = NULL, axis = NULL, keepdims = FALSE) {
 #' @export
 op_normalize <- function(x, axis = -1L, order = 2L, epsilon = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_normalize", "axis"),
-    order = as_tensor_arg(order),
-    epsilon = as_tensor_arg(epsilon)
+    as_tensor_arg(x),
+    as_axis(axis, "op_normalize", "axis"),
+    as_tensor_arg(order),
+    as_tensor_arg(epsilon)
   )
   op_call("normalize", args, "op_normalize")
 }
@@ -3942,8 +3942,8 @@ op_normalize <- function(x, axis = -1L, order = 2L, epsilon = NULL) {
 #' @export
 op_not_equal <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("not_equal", args, "op_not_equal")
 }
@@ -3963,11 +3963,11 @@ op_not_equal <- function(x1, x2) {
 #' @export
 op_one_hot <- function(x, num_classes, axis = -1L, dtype = NULL, sparse = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    num_classes = as_py_int(num_classes, "op_one_hot", "num_classes"),
-    axis = as_axis(axis, "op_one_hot", "axis"),
-    dtype = dtype,
-    sparse = as_tensor_arg(sparse)
+    as_tensor_arg(x),
+    as_py_int(num_classes, "op_one_hot", "num_classes"),
+    as_axis(axis, "op_one_hot", "axis"),
+    dtype,
+    as_tensor_arg(sparse)
   )
   op_call("one_hot", args, "op_one_hot")
 }
@@ -3982,8 +3982,8 @@ op_one_hot <- function(x, num_classes, axis = -1L, dtype = NULL, sparse = FALSE)
 #' @export
 op_ones <- function(shape, dtype = NULL) {
   args <- list(
-    shape = as_shape(shape, "op_ones", "shape"),
-    dtype = dtype
+    as_shape(shape, "op_ones", "shape"),
+    dtype
   )
   op_call("ones", args, "op_ones")
 }
@@ -3998,8 +3998,8 @@ op_ones <- function(shape, dtype = NULL) {
 #' @export
 op_ones_like <- function(x, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype
+    as_tensor_arg(x),
+    dtype
   )
   op_call("ones_like", args, "op_ones_like")
 }
@@ -4018,8 +4018,8 @@ op_ones_like <- function(x, dtype = NULL) {
 #' @export
 op_outer <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("outer", args, "op_outer")
 }
@@ -4036,10 +4036,10 @@ op_outer <- function(x1, x2) {
 #' @export
 op_pad <- function(x, pad_width, mode = "constant", constant_values = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    pad_width = as_py_int(pad_width, "op_pad", "pad_width"),
-    mode = as_tensor_arg(mode),
-    constant_values = as_tensor_arg(constant_values)
+    as_tensor_arg(x),
+    as_py_int(pad_width, "op_pad", "pad_width"),
+    as_tensor_arg(mode),
+    as_tensor_arg(constant_values)
   )
   op_call("pad", args, "op_pad")
 }
@@ -4057,11 +4057,11 @@ op_pad <- function(x, pad_width, mode = "constant", constant_values = NULL) {
 #' @export
 op_percentile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    q = as_tensor_arg(q),
-    axis = as_axis(axis, "op_percentile", "axis"),
-    method = as_tensor_arg(method),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_tensor_arg(q),
+    as_axis(axis, "op_percentile", "axis"),
+    as_tensor_arg(method),
+    as_tensor_arg(keepdims)
   )
   op_call("percentile", args, "op_percentile")
 }
@@ -4078,8 +4078,8 @@ op_percentile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE
 #' @export
 op_pinv <- function(x, rcond = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    rcond = as_tensor_arg(rcond)
+    as_tensor_arg(x),
+    as_tensor_arg(rcond)
   )
   op_call("pinv", args, "op_pinv")
 }
@@ -4098,8 +4098,8 @@ op_pinv <- function(x, rcond = NULL) {
 #' @export
 op_polar <- function(abs_, angle) {
   args <- list(
-    abs_ = as_tensor_arg(abs_),
-    angle = as_tensor_arg(angle)
+    as_tensor_arg(abs_),
+    as_tensor_arg(angle)
   )
   op_call("polar", args, "op_polar")
 }
@@ -4114,8 +4114,8 @@ op_polar <- function(abs_, angle) {
 #' @export
 op_power <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("power", args, "op_power")
 }
@@ -4132,10 +4132,10 @@ op_power <- function(x1, x2) {
 #' @export
 op_prod <- function(x, axis = NULL, keepdims = FALSE, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_prod", "axis"),
-    keepdims = as_tensor_arg(keepdims),
-    dtype = dtype
+    as_tensor_arg(x),
+    as_axis(axis, "op_prod", "axis"),
+    as_tensor_arg(keepdims),
+    dtype
   )
   op_call("prod", args, "op_prod")
 }
@@ -4153,9 +4153,9 @@ op_prod <- function(x, axis = NULL, keepdims = FALSE, dtype = NULL) {
 #' @export
 op_psnr <- function(x1, x2, max_val) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    max_val = as_tensor_arg(max_val)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_tensor_arg(max_val)
   )
   op_call("psnr", args, "op_psnr")
 }
@@ -4173,9 +4173,9 @@ op_psnr <- function(x1, x2, max_val) {
 #' @export
 op_ptp <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_ptp", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_ptp", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("ptp", args, "op_ptp")
 }
@@ -4190,8 +4190,8 @@ op_ptp <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_qr <- function(x, mode = "reduced") {
   args <- list(
-    x = as_tensor_arg(x),
-    mode = as_tensor_arg(mode)
+    as_tensor_arg(x),
+    as_tensor_arg(mode)
   )
   op_call("qr", args, "op_qr")
 }
@@ -4209,11 +4209,11 @@ op_qr <- function(x, mode = "reduced") {
 #' @export
 op_quantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    q = as_tensor_arg(q),
-    axis = as_axis(axis, "op_quantile", "axis"),
-    method = as_tensor_arg(method),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_tensor_arg(q),
+    as_axis(axis, "op_quantile", "axis"),
+    as_tensor_arg(method),
+    as_tensor_arg(keepdims)
   )
   op_call("quantile", args, "op_quantile")
 }
@@ -4229,7 +4229,7 @@ op_quantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) 
 #' @export
 op_rad2deg <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("rad2deg", args, "op_rad2deg")
 }
@@ -4245,7 +4245,7 @@ op_rad2deg <- function(x) {
 #' @export
 op_ravel <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("ravel", args, "op_ravel")
 }
@@ -4259,7 +4259,7 @@ op_ravel <- function(x) {
 #' @export
 op_real <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("real", args, "op_real")
 }
@@ -4292,7 +4292,7 @@ op_rearrange <- function(tensor, pattern, ...) {
 #' @export
 op_reciprocal <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("reciprocal", args, "op_reciprocal")
 }
@@ -4308,7 +4308,7 @@ op_reciprocal <- function(x) {
 #' @export
 op_relu <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("relu", args, "op_relu")
 }
@@ -4324,7 +4324,7 @@ op_relu <- function(x) {
 #' @export
 op_relu6 <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("relu6", args, "op_relu6")
 }
@@ -4340,9 +4340,9 @@ op_relu6 <- function(x) {
 #' @export
 op_repeat <- function(x, repeats, axis = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    repeats = as_py_int(repeats, "op_repeat", "repeats"),
-    axis = as_axis(axis, "op_repeat", "axis")
+    as_tensor_arg(x),
+    as_py_int(repeats, "op_repeat", "repeats"),
+    as_axis(axis, "op_repeat", "axis")
   )
   op_call("repeat", args, "op_repeat")
 }
@@ -4357,8 +4357,8 @@ op_repeat <- function(x, repeats, axis = NULL) {
 #' @export
 op_reshape <- function(x, newshape) {
   args <- list(
-    x = as_tensor_arg(x),
-    newshape = as_shape(newshape, "op_reshape", "newshape")
+    as_tensor_arg(x),
+    as_shape(newshape, "op_reshape", "newshape")
   )
   op_call("reshape", args, "op_reshape")
 }
@@ -4379,8 +4379,8 @@ op_reshape <- function(x, newshape) {
 #' @export
 op_rfft <- function(x, fft_length = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    fft_length = as_py_int(fft_length, "op_rfft", "fft_length")
+    as_tensor_arg(x),
+    as_py_int(fft_length, "op_rfft", "fft_length")
   )
   op_call("rfft", args, "op_rfft")
 }
@@ -4397,8 +4397,8 @@ op_rfft <- function(x, fft_length = NULL) {
 #' @export
 op_right_shift <- function(x, y) {
   args <- list(
-    x = as_tensor_arg(x),
-    y = as_tensor_arg(y)
+    as_tensor_arg(x),
+    as_tensor_arg(y)
   )
   op_call("right_shift", args, "op_right_shift")
 }
@@ -4421,10 +4421,10 @@ op_right_shift <- function(x, y) {
 #' @export
 op_rms_normalization <- function(x, scale = NULL, axis = -1L, epsilon = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    scale = as_tensor_arg(scale),
-    axis = as_axis(axis, "op_rms_normalization", "axis"),
-    epsilon = as_tensor_arg(epsilon)
+    as_tensor_arg(x),
+    as_tensor_arg(scale),
+    as_axis(axis, "op_rms_normalization", "axis"),
+    as_tensor_arg(epsilon)
   )
   op_call("rms_normalization", args, "op_rms_normalization")
 }
@@ -4442,9 +4442,9 @@ op_rms_normalization <- function(x, scale = NULL, axis = -1L, epsilon = NULL) {
 #' @export
 op_roll <- function(x, shift, axis = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    shift = as_tensor_arg(shift),
-    axis = as_axis(axis, "op_roll", "axis")
+    as_tensor_arg(x),
+    as_tensor_arg(shift),
+    as_axis(axis, "op_roll", "axis")
   )
   op_call("roll", args, "op_roll")
 }
@@ -4462,9 +4462,9 @@ op_roll <- function(x, shift, axis = NULL) {
 #' @export
 op_rot90 <- function(array, k = 1L, axes = c(1L, 2L)) {
   args <- list(
-    array = as_tensor_arg(array),
-    k = as_py_int(k, "op_rot90", "k"),
-    axes = as_axis(axes, "op_rot90", "axes")
+    as_tensor_arg(array),
+    as_py_int(k, "op_rot90", "k"),
+    as_axis(axes, "op_rot90", "axes")
   )
   op_call("rot90", args, "op_rot90")
 }
@@ -4479,8 +4479,8 @@ op_rot90 <- function(array, k = 1L, axes = c(1L, 2L)) {
 #' @export
 op_round <- function(x, decimals = 0L) {
   args <- list(
-    x = as_tensor_arg(x),
-    decimals = as_py_int(decimals, "op_round", "decimals")
+    as_tensor_arg(x),
+    as_py_int(decimals, "op_round", "decimals")
   )
   op_call("round", args, "op_round")
 }
@@ -4494,7 +4494,7 @@ op_round <- function(x, decimals = 0L) {
 #' @export
 op_rsqrt <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("rsqrt", args, "op_rsqrt")
 }
@@ -4511,8 +4511,8 @@ op_rsqrt <- function(x) {
 #' @export
 op_saturate_cast <- function(x, dtype) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype
+    as_tensor_arg(x),
+    dtype
   )
   op_call("saturate_cast", args, "op_saturate_cast")
 }
@@ -4537,12 +4537,12 @@ op_saturate_cast <- function(x, dtype) {
 #' @export
 op_scan <- function(f, init, xs = NULL, length = NULL, reverse = FALSE, unroll = 1L) {
   args <- list(
-    f = as_tensor_arg(f),
-    init = as_tensor_arg(init),
-    xs = as_tensor_arg(xs),
-    length = as_py_int(length, "op_scan", "length"),
-    reverse = as_tensor_arg(reverse),
-    unroll = as_py_int(unroll, "op_scan", "unroll")
+    as_tensor_arg(f),
+    as_tensor_arg(init),
+    as_tensor_arg(xs),
+    as_py_int(length, "op_scan", "length"),
+    as_tensor_arg(reverse),
+    as_py_int(unroll, "op_scan", "unroll")
   )
   op_call("scan", args, "op_scan")
 }
@@ -4562,9 +4562,9 @@ op_scan <- function(f, init, xs = NULL, length = NULL, reverse = FALSE, unroll =
 #' @export
 op_scatter <- function(indices, values, shape) {
   args <- list(
-    indices = as_index_arg(indices),
-    values = as_tensor_arg(values),
-    shape = as_shape(shape, "op_scatter", "shape")
+    as_index_arg(indices),
+    as_tensor_arg(values),
+    as_shape(shape, "op_scatter", "shape")
   )
   op_call("scatter", args, "op_scatter")
 }
@@ -4587,10 +4587,10 @@ op_scatter <- function(indices, values, shape) {
 #' @export
 op_scatter_update <- function(inputs, indices, updates, reduction = NULL) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    indices = as_index_arg(indices),
-    updates = as_tensor_arg(updates),
-    reduction = as_tensor_arg(reduction)
+    as_tensor_arg(inputs),
+    as_index_arg(indices),
+    as_tensor_arg(updates),
+    as_tensor_arg(reduction)
   )
   op_call("scatter_update", args, "op_scatter_update")
 }
@@ -4606,9 +4606,9 @@ op_scatter_update <- function(inputs, indices, updates, reduction = NULL) {
 #' @export
 op_searchsorted <- function(sorted_sequence, values, side = "left") {
   args <- list(
-    sorted_sequence = as_tensor_arg(sorted_sequence),
-    values = as_tensor_arg(values),
-    side = as_tensor_arg(side)
+    as_tensor_arg(sorted_sequence),
+    as_tensor_arg(values),
+    as_tensor_arg(side)
   )
   op_call("searchsorted", args, "op_searchsorted")
 }
@@ -4625,10 +4625,10 @@ op_searchsorted <- function(sorted_sequence, values, side = "left") {
 #' @export
 op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
-    data = as_tensor_arg(data),
-    segment_ids = as_index_arg(segment_ids),
-    num_segments = as_py_int(num_segments, "op_segment_max", "num_segments"),
-    sorted = as_tensor_arg(sorted)
+    as_tensor_arg(data),
+    as_index_arg(segment_ids),
+    as_py_int(num_segments, "op_segment_max", "num_segments"),
+    as_tensor_arg(sorted)
   )
   op_call("segment_max", args, "op_segment_max")
 }
@@ -4645,10 +4645,10 @@ op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' @export
 op_segment_min <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
-    data = as_tensor_arg(data),
-    segment_ids = as_index_arg(segment_ids),
-    num_segments = as_py_int(num_segments, "op_segment_min", "num_segments"),
-    sorted = as_tensor_arg(sorted)
+    as_tensor_arg(data),
+    as_index_arg(segment_ids),
+    as_py_int(num_segments, "op_segment_min", "num_segments"),
+    as_tensor_arg(sorted)
   )
   op_call("segment_min", args, "op_segment_min")
 }
@@ -4665,10 +4665,10 @@ op_segment_min <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' @export
 op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
-    data = as_tensor_arg(data),
-    segment_ids = as_index_arg(segment_ids),
-    num_segments = as_py_int(num_segments, "op_segment_prod", "num_segments"),
-    sorted = as_tensor_arg(sorted)
+    as_tensor_arg(data),
+    as_index_arg(segment_ids),
+    as_py_int(num_segments, "op_segment_prod", "num_segments"),
+    as_tensor_arg(sorted)
   )
   op_call("segment_prod", args, "op_segment_prod")
 }
@@ -4685,10 +4685,10 @@ op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FAL
 #' @export
 op_segment_sum <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
-    data = as_tensor_arg(data),
-    segment_ids = as_index_arg(segment_ids),
-    num_segments = as_py_int(num_segments, "op_segment_sum", "num_segments"),
-    sorted = as_tensor_arg(sorted)
+    as_tensor_arg(data),
+    as_index_arg(segment_ids),
+    as_py_int(num_segments, "op_segment_sum", "num_segments"),
+    as_tensor_arg(sorted)
   )
   op_call("segment_sum", args, "op_segment_sum")
 }
@@ -4704,9 +4704,9 @@ op_segment_sum <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' @export
 op_select <- function(condlist, choicelist, default = 0L) {
   args <- list(
-    condlist = as_tensor_arg(condlist),
-    choicelist = as_tensor_arg(choicelist),
-    default = as_tensor_arg(default)
+    as_tensor_arg(condlist),
+    as_tensor_arg(choicelist),
+    as_tensor_arg(default)
   )
   op_call("select", args, "op_select")
 }
@@ -4724,7 +4724,7 @@ op_select <- function(condlist, choicelist, default = 0L) {
 #' @export
 op_selu <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("selu", args, "op_selu")
 }
@@ -4746,13 +4746,13 @@ op_selu <- function(x) {
 #' @export
 op_separable_conv <- function(inputs, depthwise_kernel, pointwise_kernel, strides = 1L, padding = "valid", data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    depthwise_kernel = as_tensor_arg(depthwise_kernel),
-    pointwise_kernel = as_tensor_arg(pointwise_kernel),
-    strides = as_py_int(strides, "op_separable_conv", "strides"),
-    padding = as_tensor_arg(padding),
-    data_format = as_tensor_arg(data_format),
-    dilation_rate = as_py_int(dilation_rate, "op_separable_conv", "dilation_rate")
+    as_tensor_arg(inputs),
+    as_tensor_arg(depthwise_kernel),
+    as_tensor_arg(pointwise_kernel),
+    as_py_int(strides, "op_separable_conv", "strides"),
+    as_tensor_arg(padding),
+    as_tensor_arg(data_format),
+    as_py_int(dilation_rate, "op_separable_conv", "dilation_rate")
   )
   op_call("separable_conv", args, "op_separable_conv")
 }
@@ -4768,7 +4768,7 @@ op_separable_conv <- function(inputs, depthwise_kernel, pointwise_kernel, stride
 #' @export
 op_shape <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("shape", args, "op_shape")
 }
@@ -4784,7 +4784,7 @@ op_shape <- function(x) {
 #' @export
 op_sigmoid <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sigmoid", args, "op_sigmoid")
 }
@@ -4798,7 +4798,7 @@ op_sigmoid <- function(x) {
 #' @export
 op_sign <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sign", args, "op_sign")
 }
@@ -4814,7 +4814,7 @@ op_sign <- function(x) {
 #' @export
 op_signbit <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("signbit", args, "op_signbit")
 }
@@ -4830,7 +4830,7 @@ op_signbit <- function(x) {
 #' @export
 op_silu <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("silu", args, "op_silu")
 }
@@ -4844,7 +4844,7 @@ op_silu <- function(x) {
 #' @export
 op_sin <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sin", args, "op_sin")
 }
@@ -4860,7 +4860,7 @@ op_sin <- function(x) {
 #' @export
 op_sinc <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sinc", args, "op_sinc")
 }
@@ -4874,7 +4874,7 @@ op_sinc <- function(x) {
 #' @export
 op_sinh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sinh", args, "op_sinh")
 }
@@ -4888,7 +4888,7 @@ op_sinh <- function(x) {
 #' @export
 op_size <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("size", args, "op_size")
 }
@@ -4908,9 +4908,9 @@ op_size <- function(x) {
 #' @export
 op_slice <- function(inputs, start_indices, shape) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    start_indices = as_tensor_arg(start_indices),
-    shape = as_shape(shape, "op_slice", "shape")
+    as_tensor_arg(inputs),
+    as_tensor_arg(start_indices),
+    as_shape(shape, "op_slice", "shape")
   )
   op_call("slice", args, "op_slice")
 }
@@ -4930,9 +4930,9 @@ op_slice <- function(inputs, start_indices, shape) {
 #' @export
 op_slice_update <- function(inputs, start_indices, updates) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    start_indices = as_tensor_arg(start_indices),
-    updates = as_tensor_arg(updates)
+    as_tensor_arg(inputs),
+    as_tensor_arg(start_indices),
+    as_tensor_arg(updates)
   )
   op_call("slice_update", args, "op_slice_update")
 }
@@ -4946,7 +4946,7 @@ op_slice_update <- function(inputs, start_indices, updates) {
 #' @export
 op_slogdet <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("slogdet", args, "op_slogdet")
 }
@@ -4965,8 +4965,8 @@ op_slogdet <- function(x) {
 #' @export
 op_soft_shrink <- function(x, threshold = 0.5) {
   args <- list(
-    x = as_tensor_arg(x),
-    threshold = as_tensor_arg(threshold)
+    as_tensor_arg(x),
+    as_tensor_arg(threshold)
   )
   op_call("soft_shrink", args, "op_soft_shrink")
 }
@@ -4987,8 +4987,8 @@ op_soft_shrink <- function(x, threshold = 0.5) {
 #' @export
 op_softmax <- function(x, axis = -1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_softmax", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_softmax", "axis")
   )
   op_call("softmax", args, "op_softmax")
 }
@@ -5004,7 +5004,7 @@ op_softmax <- function(x, axis = -1L) {
 #' @export
 op_softplus <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("softplus", args, "op_softplus")
 }
@@ -5020,7 +5020,7 @@ op_softplus <- function(x) {
 #' @export
 op_softsign <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("softsign", args, "op_softsign")
 }
@@ -5035,8 +5035,8 @@ op_softsign <- function(x) {
 #' @export
 op_solve <- function(a, b) {
   args <- list(
-    a = as_tensor_arg(a),
-    b = as_tensor_arg(b)
+    as_tensor_arg(a),
+    as_tensor_arg(b)
   )
   op_call("solve", args, "op_solve")
 }
@@ -5052,9 +5052,9 @@ op_solve <- function(a, b) {
 #' @export
 op_solve_triangular <- function(a, b, lower = FALSE) {
   args <- list(
-    a = as_tensor_arg(a),
-    b = as_tensor_arg(b),
-    lower = as_tensor_arg(lower)
+    as_tensor_arg(a),
+    as_tensor_arg(b),
+    as_tensor_arg(lower)
   )
   op_call("solve_triangular", args, "op_solve_triangular")
 }
@@ -5069,8 +5069,8 @@ op_solve_triangular <- function(a, b, lower = FALSE) {
 #' @export
 op_sort <- function(x, axis = -1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_sort", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_sort", "axis")
   )
   op_call("sort", args, "op_sort")
 }
@@ -5092,9 +5092,9 @@ op_sort <- function(x, axis = -1L) {
 #' @export
 op_space_to_depth <- function(x, block_size, data_format = "channels_last") {
   args <- list(
-    x = as_tensor_arg(x),
-    block_size = as_py_int(block_size, "op_space_to_depth", "block_size"),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(x),
+    as_py_int(block_size, "op_space_to_depth", "block_size"),
+    as_tensor_arg(data_format)
   )
   op_call("space_to_depth", args, "op_space_to_depth")
 }
@@ -5113,10 +5113,10 @@ op_space_to_depth <- function(x, block_size, data_format = "channels_last") {
 #' @export
 op_sparse_categorical_crossentropy <- function(target, output, from_logits = FALSE, axis = -1L) {
   args <- list(
-    target = as_tensor_arg(target),
-    output = as_tensor_arg(output),
-    from_logits = as_tensor_arg(from_logits),
-    axis = as_axis(axis, "op_sparse_categorical_crossentropy", "axis")
+    as_tensor_arg(target),
+    as_tensor_arg(output),
+    as_tensor_arg(from_logits),
+    as_axis(axis, "op_sparse_categorical_crossentropy", "axis")
   )
   op_call("sparse_categorical_crossentropy", args, "op_sparse_categorical_crossentropy")
 }
@@ -5134,7 +5134,7 @@ op_sparse_categorical_crossentropy <- function(target, output, from_logits = FAL
 #' @export
 op_sparse_plus <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sparse_plus", args, "op_sparse_plus")
 }
@@ -5152,7 +5152,7 @@ op_sparse_plus <- function(x) {
 #' @export
 op_sparse_sigmoid <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sparse_sigmoid", args, "op_sparse_sigmoid")
 }
@@ -5171,8 +5171,8 @@ op_sparse_sigmoid <- function(x) {
 #' @export
 op_sparsemax <- function(x, axis = -1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_sparsemax", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_sparsemax", "axis")
   )
   op_call("sparsemax", args, "op_sparsemax")
 }
@@ -5188,9 +5188,9 @@ op_sparsemax <- function(x, axis = -1L) {
 #' @export
 op_split <- function(x, indices_or_sections, axis = 1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    indices_or_sections = as_py_int(indices_or_sections, "op_split", "indices_or_sections"),
-    axis = as_axis(axis, "op_split", "axis")
+    as_tensor_arg(x),
+    as_py_int(indices_or_sections, "op_split", "indices_or_sections"),
+    as_axis(axis, "op_split", "axis")
   )
   op_call("split", args, "op_split")
 }
@@ -5204,7 +5204,7 @@ op_split <- function(x, indices_or_sections, axis = 1L) {
 #' @export
 op_sqrt <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("sqrt", args, "op_sqrt")
 }
@@ -5218,7 +5218,7 @@ op_sqrt <- function(x) {
 #' @export
 op_square <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("square", args, "op_square")
 }
@@ -5237,8 +5237,8 @@ op_square <- function(x) {
 #' @export
 op_squareplus <- function(x, b = 4L) {
   args <- list(
-    x = as_tensor_arg(x),
-    b = as_tensor_arg(b)
+    as_tensor_arg(x),
+    as_tensor_arg(b)
   )
   op_call("squareplus", args, "op_squareplus")
 }
@@ -5253,8 +5253,8 @@ op_squareplus <- function(x, b = 4L) {
 #' @export
 op_squeeze <- function(x, axis = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_squeeze", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_squeeze", "axis")
   )
   op_call("squeeze", args, "op_squeeze")
 }
@@ -5271,8 +5271,8 @@ op_squeeze <- function(x, axis = NULL) {
 #' @export
 op_stack <- function(x, axis = 1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_stack", "axis")
+    as_tensor_arg(x),
+    as_axis(axis, "op_stack", "axis")
   )
   op_call("stack", args, "op_stack")
 }
@@ -5288,9 +5288,9 @@ op_stack <- function(x, axis = 1L) {
 #' @export
 op_std <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_std", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_std", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("std", args, "op_std")
 }
@@ -5311,12 +5311,12 @@ op_std <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_stft <- function(x, sequence_length, sequence_stride, fft_length, window = "hann", center = TRUE) {
   args <- list(
-    x = as_tensor_arg(x),
-    sequence_length = as_py_int(sequence_length, "op_stft", "sequence_length"),
-    sequence_stride = as_py_int(sequence_stride, "op_stft", "sequence_stride"),
-    fft_length = as_py_int(fft_length, "op_stft", "fft_length"),
-    window = as_tensor_arg(window),
-    center = as_tensor_arg(center)
+    as_tensor_arg(x),
+    as_py_int(sequence_length, "op_stft", "sequence_length"),
+    as_py_int(sequence_stride, "op_stft", "sequence_stride"),
+    as_py_int(fft_length, "op_stft", "fft_length"),
+    as_tensor_arg(window),
+    as_tensor_arg(center)
   )
   op_call("stft", args, "op_stft")
 }
@@ -5330,7 +5330,7 @@ op_stft <- function(x, sequence_length, sequence_stride, fft_length, window = "h
 #' @export
 op_stop_gradient <- function(variable) {
   args <- list(
-    variable = as_tensor_arg(variable)
+    as_tensor_arg(variable)
   )
   op_call("stop_gradient", args, "op_stop_gradient")
 }
@@ -5345,8 +5345,8 @@ op_stop_gradient <- function(variable) {
 #' @export
 op_subtract <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("subtract", args, "op_subtract")
 }
@@ -5362,9 +5362,9 @@ op_subtract <- function(x1, x2) {
 #' @export
 op_sum <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_sum", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_sum", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("sum", args, "op_sum")
 }
@@ -5380,9 +5380,9 @@ op_sum <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_svd <- function(x, full_matrices = TRUE, compute_uv = TRUE) {
   args <- list(
-    x = as_tensor_arg(x),
-    full_matrices = as_tensor_arg(full_matrices),
-    compute_uv = as_tensor_arg(compute_uv)
+    as_tensor_arg(x),
+    as_tensor_arg(full_matrices),
+    as_tensor_arg(compute_uv)
   )
   op_call("svd", args, "op_svd")
 }
@@ -5398,9 +5398,9 @@ op_svd <- function(x, full_matrices = TRUE, compute_uv = TRUE) {
 #' @export
 op_swapaxes <- function(x, axis1, axis2) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis1 = as_axis(axis1, "op_swapaxes", "axis1"),
-    axis2 = as_axis(axis2, "op_swapaxes", "axis2")
+    as_tensor_arg(x),
+    as_axis(axis1, "op_swapaxes", "axis1"),
+    as_axis(axis2, "op_swapaxes", "axis2")
   )
   op_call("swapaxes", args, "op_swapaxes")
 }
@@ -5416,7 +5416,7 @@ op_swapaxes <- function(x, axis1, axis2) {
 #' @export
 op_swish <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("swish", args, "op_swish")
 }
@@ -5452,9 +5452,9 @@ op_switch <- function(index, branches, ...) {
 #' @export
 op_take <- function(x, indices, axis = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    indices = as_index_arg(indices),
-    axis = as_axis(axis, "op_take", "axis")
+    as_tensor_arg(x),
+    as_index_arg(indices),
+    as_axis(axis, "op_take", "axis")
   )
   op_call("take", args, "op_take")
 }
@@ -5470,9 +5470,9 @@ op_take <- function(x, indices, axis = NULL) {
 #' @export
 op_take_along_axis <- function(x, indices, axis = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    indices = as_index_arg(indices),
-    axis = as_axis(axis, "op_take_along_axis", "axis")
+    as_tensor_arg(x),
+    as_index_arg(indices),
+    as_axis(axis, "op_take_along_axis", "axis")
   )
   op_call("take_along_axis", args, "op_take_along_axis")
 }
@@ -5486,7 +5486,7 @@ op_take_along_axis <- function(x, indices, axis = NULL) {
 #' @export
 op_tan <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("tan", args, "op_tan")
 }
@@ -5500,7 +5500,7 @@ op_tan <- function(x) {
 #' @export
 op_tanh <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("tanh", args, "op_tanh")
 }
@@ -5518,7 +5518,7 @@ op_tanh <- function(x) {
 #' @export
 op_tanh_shrink <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("tanh_shrink", args, "op_tanh_shrink")
 }
@@ -5534,9 +5534,9 @@ op_tanh_shrink <- function(x) {
 #' @export
 op_tensordot <- function(x1, x2, axes = 2L) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2),
-    axes = as_py_int(axes, "op_tensordot", "axes")
+    as_tensor_arg(x1),
+    as_tensor_arg(x2),
+    as_py_int(axes, "op_tensordot", "axes")
   )
   op_call("tensordot", args, "op_tensordot")
 }
@@ -5554,9 +5554,9 @@ op_tensordot <- function(x1, x2, axes = 2L) {
 #' @export
 op_threshold <- function(x, threshold, default_value) {
   args <- list(
-    x = as_tensor_arg(x),
-    threshold = as_tensor_arg(threshold),
-    default_value = as_tensor_arg(default_value)
+    as_tensor_arg(x),
+    as_tensor_arg(threshold),
+    as_tensor_arg(default_value)
   )
   op_call("threshold", args, "op_threshold")
 }
@@ -5577,8 +5577,8 @@ op_threshold <- function(x, threshold, default_value) {
 #' @export
 op_tile <- function(x, repeats) {
   args <- list(
-    x = as_tensor_arg(x),
-    repeats = as_py_int(repeats, "op_tile", "repeats")
+    as_tensor_arg(x),
+    as_py_int(repeats, "op_tile", "repeats")
   )
   op_call("tile", args, "op_tile")
 }
@@ -5594,9 +5594,9 @@ op_tile <- function(x, repeats) {
 #' @export
 op_top_k <- function(x, k, sorted = TRUE) {
   args <- list(
-    x = as_tensor_arg(x),
-    k = as_py_int(k, "op_top_k", "k"),
-    sorted = as_tensor_arg(sorted)
+    as_tensor_arg(x),
+    as_py_int(k, "op_top_k", "k"),
+    as_tensor_arg(sorted)
   )
   op_call("top_k", args, "op_top_k")
 }
@@ -5619,10 +5619,10 @@ op_top_k <- function(x, k, sorted = TRUE) {
 #' @export
 op_trace <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
   args <- list(
-    x = as_tensor_arg(x),
-    offset = as_py_int(offset, "op_trace", "offset"),
-    axis1 = as_axis(axis1, "op_trace", "axis1"),
-    axis2 = as_axis(axis2, "op_trace", "axis2")
+    as_tensor_arg(x),
+    as_py_int(offset, "op_trace", "offset"),
+    as_axis(axis1, "op_trace", "axis1"),
+    as_axis(axis2, "op_trace", "axis2")
   )
   op_call("trace", args, "op_trace")
 }
@@ -5637,8 +5637,8 @@ op_trace <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
 #' @export
 op_transpose <- function(x, axes = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    axes = as_axis(axes, "op_transpose", "axes")
+    as_tensor_arg(x),
+    as_axis(axes, "op_transpose", "axes")
   )
   op_call("transpose", args, "op_transpose")
 }
@@ -5655,10 +5655,10 @@ op_transpose <- function(x, axes = NULL) {
 #' @export
 op_trapezoid <- function(y, x = NULL, dx = 1.0, axis = -1L) {
   args <- list(
-    y = as_tensor_arg(y),
-    x = as_tensor_arg(x),
-    dx = as_tensor_arg(dx),
-    axis = as_axis(axis, "op_trapezoid", "axis")
+    as_tensor_arg(y),
+    as_tensor_arg(x),
+    as_tensor_arg(dx),
+    as_axis(axis, "op_trapezoid", "axis")
   )
   op_call("trapezoid", args, "op_trapezoid")
 }
@@ -5675,10 +5675,10 @@ op_trapezoid <- function(y, x = NULL, dx = 1.0, axis = -1L) {
 #' @export
 op_tri <- function(N, M = NULL, k = 0L, dtype = NULL) {
   args <- list(
-    N = as_py_int(N, "op_tri", "N"),
-    M = as_py_int(M, "op_tri", "M"),
-    k = as_py_int(k, "op_tri", "k"),
-    dtype = dtype
+    as_py_int(N, "op_tri", "N"),
+    as_py_int(M, "op_tri", "M"),
+    as_py_int(k, "op_tri", "k"),
+    dtype
   )
   op_call("tri", args, "op_tri")
 }
@@ -5695,8 +5695,8 @@ op_tri <- function(N, M = NULL, k = 0L, dtype = NULL) {
 #' @export
 op_tril <- function(x, k = 0L) {
   args <- list(
-    x = as_tensor_arg(x),
-    k = as_py_int(k, "op_tril", "k")
+    as_tensor_arg(x),
+    as_py_int(k, "op_tril", "k")
   )
   op_call("tril", args, "op_tril")
 }
@@ -5713,8 +5713,8 @@ op_tril <- function(x, k = 0L) {
 #' @export
 op_triu <- function(x, k = 0L) {
   args <- list(
-    x = as_tensor_arg(x),
-    k = as_py_int(k, "op_triu", "k")
+    as_tensor_arg(x),
+    as_py_int(k, "op_triu", "k")
   )
   op_call("triu", args, "op_triu")
 }
@@ -5729,8 +5729,8 @@ op_triu <- function(x, k = 0L) {
 #' @export
 op_true_divide <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("true_divide", args, "op_true_divide")
 }
@@ -5746,7 +5746,7 @@ op_true_divide <- function(x1, x2) {
 #' @export
 op_trunc <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("trunc", args, "op_trunc")
 }
@@ -5766,11 +5766,11 @@ op_trunc <- function(x) {
 #' @export
 op_unfold <- function(x, kernel_size, dilation = 1L, padding = 0L, stride = 1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    kernel_size = as_py_int(kernel_size, "op_unfold", "kernel_size"),
-    dilation = as_py_int(dilation, "op_unfold", "dilation"),
-    padding = as_tensor_arg(padding),
-    stride = as_py_int(stride, "op_unfold", "stride")
+    as_tensor_arg(x),
+    as_py_int(kernel_size, "op_unfold", "kernel_size"),
+    as_py_int(dilation, "op_unfold", "dilation"),
+    as_tensor_arg(padding),
+    as_py_int(stride, "op_unfold", "stride")
   )
   op_call("unfold", args, "op_unfold")
 }
@@ -5793,14 +5793,14 @@ op_unfold <- function(x, kernel_size, dilation = 1L, padding = 0L, stride = 1L) 
 #' @export
 op_unique <- function(x, sorted = TRUE, return_index = FALSE, return_inverse = FALSE, return_counts = FALSE, axis = NULL, size = NULL, fill_value = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    sorted = as_tensor_arg(sorted),
-    return_index = as_tensor_arg(return_index),
-    return_inverse = as_tensor_arg(return_inverse),
-    return_counts = as_tensor_arg(return_counts),
-    axis = as_axis(axis, "op_unique", "axis"),
-    size = as_py_int(size, "op_unique", "size"),
-    fill_value = as_tensor_arg(fill_value)
+    as_tensor_arg(x),
+    as_tensor_arg(sorted),
+    as_tensor_arg(return_index),
+    as_tensor_arg(return_inverse),
+    as_tensor_arg(return_counts),
+    as_axis(axis, "op_unique", "axis"),
+    as_py_int(size, "op_unique", "size"),
+    as_tensor_arg(fill_value)
   )
   op_call("unique", args, "op_unique")
 }
@@ -5815,8 +5815,8 @@ op_unique <- function(x, sorted = TRUE, return_index = FALSE, return_inverse = F
 #' @export
 op_unravel_index <- function(indices, shape) {
   args <- list(
-    indices = as_index_arg(indices),
-    shape = as_shape(shape, "op_unravel_index", "shape")
+    as_index_arg(indices),
+    as_shape(shape, "op_unravel_index", "shape")
   )
   op_call("unravel_index", args, "op_unravel_index")
 }
@@ -5832,9 +5832,9 @@ op_unravel_index <- function(indices, shape) {
 #' @export
 op_unstack <- function(x, num = NULL, axis = 1L) {
   args <- list(
-    x = as_tensor_arg(x),
-    num = as_py_int(num, "op_unstack", "num"),
-    axis = as_axis(axis, "op_unstack", "axis")
+    as_tensor_arg(x),
+    as_py_int(num, "op_unstack", "num"),
+    as_axis(axis, "op_unstack", "axis")
   )
   op_call("unstack", args, "op_unstack")
 }
@@ -5850,9 +5850,9 @@ op_unstack <- function(x, num = NULL, axis = 1L) {
 #' @export
 op_vander <- function(x, N = NULL, increasing = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    N = as_py_int(N, "op_vander", "N"),
-    increasing = as_tensor_arg(increasing)
+    as_tensor_arg(x),
+    as_py_int(N, "op_vander", "N"),
+    as_tensor_arg(increasing)
   )
   op_call("vander", args, "op_vander")
 }
@@ -5868,9 +5868,9 @@ op_vander <- function(x, N = NULL, increasing = FALSE) {
 #' @export
 op_var <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    x = as_tensor_arg(x),
-    axis = as_axis(axis, "op_var", "axis"),
-    keepdims = as_tensor_arg(keepdims)
+    as_tensor_arg(x),
+    as_axis(axis, "op_var", "axis"),
+    as_tensor_arg(keepdims)
   )
   op_call("var", args, "op_var")
 }
@@ -5889,8 +5889,8 @@ op_var <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_vdot <- function(x1, x2) {
   args <- list(
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("vdot", args, "op_vdot")
 }
@@ -5906,7 +5906,7 @@ op_vdot <- function(x1, x2) {
 #' @export
 op_vectorize <- function(pyfunc, excluded = NULL, signature = NULL) {
   args <- list(
-    pyfunc = as_tensor_arg(pyfunc),
+    as_tensor_arg(pyfunc),
     excluded = as_tensor_arg(excluded),
     signature = as_tensor_arg(signature)
   )
@@ -5929,8 +5929,8 @@ op_vectorize <- function(pyfunc, excluded = NULL, signature = NULL) {
 #' @export
 op_vectorized_map <- function(f, elements) {
   args <- list(
-    `function` = as_tensor_arg(f),
-    elements = as_tensor_arg(elements)
+    as_tensor_arg(f),
+    as_tensor_arg(elements)
   )
   op_call("vectorized_map", args, "op_vectorized_map")
 }
@@ -5945,8 +5945,8 @@ op_vectorized_map <- function(f, elements) {
 #' @export
 op_view <- function(x, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype
+    as_tensor_arg(x),
+    dtype
   )
   op_call("view", args, "op_view")
 }
@@ -5960,7 +5960,7 @@ op_view <- function(x, dtype = NULL) {
 #' @export
 op_view_as_complex <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("view_as_complex", args, "op_view_as_complex")
 }
@@ -5974,7 +5974,7 @@ op_view_as_complex <- function(x) {
 #' @export
 op_view_as_real <- function(x) {
   args <- list(
-    x = as_tensor_arg(x)
+    as_tensor_arg(x)
   )
   op_call("view_as_real", args, "op_view_as_real")
 }
@@ -5989,8 +5989,8 @@ op_view_as_real <- function(x) {
 #' @export
 op_vsplit <- function(x, indices_or_sections) {
   args <- list(
-    x = as_tensor_arg(x),
-    indices_or_sections = as_py_int(indices_or_sections, "op_vsplit", "indices_or_sections")
+    as_tensor_arg(x),
+    as_py_int(indices_or_sections, "op_vsplit", "indices_or_sections")
   )
   op_call("vsplit", args, "op_vsplit")
 }
@@ -6004,7 +6004,7 @@ op_vsplit <- function(x, indices_or_sections) {
 #' @export
 op_vstack <- function(xs) {
   args <- list(
-    xs = as_tensor_arg(xs)
+    as_tensor_arg(xs)
   )
   op_call("vstack", args, "op_vstack")
 }
@@ -6020,9 +6020,9 @@ op_vstack <- function(xs) {
 #' @export
 op_where <- function(condition, x1 = NULL, x2 = NULL) {
   args <- list(
-    condition = as_tensor_arg(condition),
-    x1 = as_tensor_arg(x1),
-    x2 = as_tensor_arg(x2)
+    as_tensor_arg(condition),
+    as_tensor_arg(x1),
+    as_tensor_arg(x2)
   )
   op_call("where", args, "op_where")
 }
@@ -6039,10 +6039,10 @@ op_where <- function(condition, x1 = NULL, x2 = NULL) {
 #' @export
 op_while_loop <- function(cond, body, loop_vars, maximum_iterations = NULL) {
   args <- list(
-    cond = as_tensor_arg(cond),
-    body = as_tensor_arg(body),
-    loop_vars = as_tensor_arg(loop_vars),
-    maximum_iterations = as_py_int(maximum_iterations, "op_while_loop", "maximum_iterations")
+    as_tensor_arg(cond),
+    as_tensor_arg(body),
+    as_tensor_arg(loop_vars),
+    as_py_int(maximum_iterations, "op_while_loop", "maximum_iterations")
   )
   op_call("while_loop", args, "op_while_loop")
 }
@@ -6057,8 +6057,8 @@ op_while_loop <- function(cond, body, loop_vars, maximum_iterations = NULL) {
 #' @export
 op_zeros <- function(shape, dtype = NULL) {
   args <- list(
-    shape = as_shape(shape, "op_zeros", "shape"),
-    dtype = dtype
+    as_shape(shape, "op_zeros", "shape"),
+    dtype
   )
   op_call("zeros", args, "op_zeros")
 }
@@ -6073,8 +6073,8 @@ op_zeros <- function(shape, dtype = NULL) {
 #' @export
 op_zeros_like <- function(x, dtype = NULL) {
   args <- list(
-    x = as_tensor_arg(x),
-    dtype = dtype
+    as_tensor_arg(x),
+    dtype
   )
   op_call("zeros_like", args, "op_zeros_like")
 }
@@ -6093,12 +6093,12 @@ op_zeros_like <- function(x, dtype = NULL) {
 #' @export
 op_image_affine_transform <- function(images, transform, interpolation = "bilinear", fill_mode = "constant", fill_value = 0L, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    transform = as_tensor_arg(transform),
-    interpolation = as_tensor_arg(interpolation),
-    fill_mode = as_tensor_arg(fill_mode),
-    fill_value = as_tensor_arg(fill_value),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(transform),
+    as_tensor_arg(interpolation),
+    as_tensor_arg(fill_mode),
+    as_tensor_arg(fill_value),
+    as_tensor_arg(data_format)
   )
   op_call("affine_transform", args, "op_image_affine_transform", module = "image")
 }
@@ -6119,14 +6119,14 @@ op_image_affine_transform <- function(images, transform, interpolation = "biline
 #' @export
 op_image_crop_images <- function(images, top_cropping = NULL, left_cropping = NULL, bottom_cropping = NULL, right_cropping = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    top_cropping = as_tensor_arg(top_cropping),
-    left_cropping = as_tensor_arg(left_cropping),
-    bottom_cropping = as_tensor_arg(bottom_cropping),
-    right_cropping = as_tensor_arg(right_cropping),
-    target_height = as_tensor_arg(target_height),
-    target_width = as_tensor_arg(target_width),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(top_cropping),
+    as_tensor_arg(left_cropping),
+    as_tensor_arg(bottom_cropping),
+    as_tensor_arg(right_cropping),
+    as_tensor_arg(target_height),
+    as_tensor_arg(target_width),
+    as_tensor_arg(data_format)
   )
   op_call("crop_images", args, "op_image_crop_images", module = "image")
 }
@@ -6147,14 +6147,14 @@ op_image_crop_images <- function(images, top_cropping = NULL, left_cropping = NU
 #' @export
 op_image_elastic_transform <- function(images, alpha = 20.0, sigma = 5.0, interpolation = "bilinear", fill_mode = "reflect", fill_value = 0.0, seed = NULL, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    alpha = as_tensor_arg(alpha),
-    sigma = as_tensor_arg(sigma),
-    interpolation = as_tensor_arg(interpolation),
-    fill_mode = as_tensor_arg(fill_mode),
-    fill_value = as_tensor_arg(fill_value),
-    seed = as_tensor_arg(seed),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(alpha),
+    as_tensor_arg(sigma),
+    as_tensor_arg(interpolation),
+    as_tensor_arg(fill_mode),
+    as_tensor_arg(fill_value),
+    as_tensor_arg(seed),
+    as_tensor_arg(data_format)
   )
   op_call("elastic_transform", args, "op_image_elastic_transform", module = "image")
 }
@@ -6175,12 +6175,12 @@ op_image_elastic_transform <- function(images, alpha = 20.0, sigma = 5.0, interp
 #' @export
 op_image_extract_patches <- function(images, size, strides = NULL, dilation_rate = 1L, padding = "valid", data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    size = as_py_int(size, "op_image_extract_patches", "size"),
-    strides = as_py_int(strides, "op_image_extract_patches", "strides"),
-    dilation_rate = as_py_int(dilation_rate, "op_image_extract_patches", "dilation_rate"),
-    padding = as_tensor_arg(padding),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_py_int(size, "op_image_extract_patches", "size"),
+    as_py_int(strides, "op_image_extract_patches", "strides"),
+    as_py_int(dilation_rate, "op_image_extract_patches", "dilation_rate"),
+    as_tensor_arg(padding),
+    as_tensor_arg(data_format)
   )
   op_call("extract_patches", args, "op_image_extract_patches", module = "image")
 }
@@ -6199,12 +6199,12 @@ op_image_extract_patches <- function(images, size, strides = NULL, dilation_rate
 #' @export
 op_image_extract_patches_3d <- function(volumes, size, strides = NULL, dilation_rate = 1L, padding = "valid", data_format = NULL) {
   args <- list(
-    volumes = as_tensor_arg(volumes),
-    size = as_py_int(size, "op_image_extract_patches_3d", "size"),
-    strides = as_py_int(strides, "op_image_extract_patches_3d", "strides"),
-    dilation_rate = as_py_int(dilation_rate, "op_image_extract_patches_3d", "dilation_rate"),
-    padding = as_tensor_arg(padding),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(volumes),
+    as_py_int(size, "op_image_extract_patches_3d", "size"),
+    as_py_int(strides, "op_image_extract_patches_3d", "strides"),
+    as_py_int(dilation_rate, "op_image_extract_patches_3d", "dilation_rate"),
+    as_tensor_arg(padding),
+    as_tensor_arg(data_format)
   )
   op_call("extract_patches_3d", args, "op_image_extract_patches_3d", module = "image")
 }
@@ -6221,8 +6221,8 @@ op_image_extract_patches_3d <- function(volumes, size, strides = NULL, dilation_
 #' @export
 op_image_gaussian_blur <- function(images, kernel_size = c(3L, 3L), sigma = NULL, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    kernel_size = as_py_int(kernel_size, "op_image_gaussian_blur", "kernel_size"),
+    as_tensor_arg(images),
+    as_py_int(kernel_size, "op_image_gaussian_blur", "kernel_size"),
     sigma = as_tensor_arg(sigma),
     data_format = as_tensor_arg(data_format)
   )
@@ -6242,8 +6242,8 @@ op_image_gaussian_blur <- function(images, kernel_size = c(3L, 3L), sigma = NULL
 #' @export
 op_image_hsv_to_rgb <- function(images, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(data_format)
   )
   op_call("hsv_to_rgb", args, "op_image_hsv_to_rgb", module = "image")
 }
@@ -6263,11 +6263,11 @@ op_image_hsv_to_rgb <- function(images, data_format = NULL) {
 #' @export
 op_image_map_coordinates <- function(inputs, coordinates, order, fill_mode = "constant", fill_value = 0L) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
-    coordinates = as_tensor_arg(coordinates),
-    order = as_tensor_arg(order),
-    fill_mode = as_tensor_arg(fill_mode),
-    fill_value = as_tensor_arg(fill_value)
+    as_tensor_arg(inputs),
+    as_tensor_arg(coordinates),
+    as_tensor_arg(order),
+    as_tensor_arg(fill_mode),
+    as_tensor_arg(fill_value)
   )
   op_call("map_coordinates", args, "op_image_map_coordinates", module = "image")
 }
@@ -6288,14 +6288,14 @@ op_image_map_coordinates <- function(inputs, coordinates, order, fill_mode = "co
 #' @export
 op_image_pad_images <- function(images, top_padding = NULL, left_padding = NULL, bottom_padding = NULL, right_padding = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    top_padding = as_tensor_arg(top_padding),
-    left_padding = as_tensor_arg(left_padding),
-    bottom_padding = as_tensor_arg(bottom_padding),
-    right_padding = as_tensor_arg(right_padding),
-    target_height = as_tensor_arg(target_height),
-    target_width = as_tensor_arg(target_width),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(top_padding),
+    as_tensor_arg(left_padding),
+    as_tensor_arg(bottom_padding),
+    as_tensor_arg(right_padding),
+    as_tensor_arg(target_height),
+    as_tensor_arg(target_width),
+    as_tensor_arg(data_format)
   )
   op_call("pad_images", args, "op_image_pad_images", module = "image")
 }
@@ -6314,12 +6314,12 @@ op_image_pad_images <- function(images, top_padding = NULL, left_padding = NULL,
 #' @export
 op_image_perspective_transform <- function(images, start_points, end_points, interpolation = "bilinear", fill_value = 0L, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    start_points = as_tensor_arg(start_points),
-    end_points = as_tensor_arg(end_points),
-    interpolation = as_tensor_arg(interpolation),
-    fill_value = as_tensor_arg(fill_value),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(start_points),
+    as_tensor_arg(end_points),
+    as_tensor_arg(interpolation),
+    as_tensor_arg(fill_value),
+    as_tensor_arg(data_format)
   )
   op_call("perspective_transform", args, "op_image_perspective_transform", module = "image")
 }
@@ -6341,15 +6341,15 @@ op_image_perspective_transform <- function(images, start_points, end_points, int
 #' @export
 op_image_resize <- function(images, size, interpolation = "bilinear", antialias = FALSE, crop_to_aspect_ratio = FALSE, pad_to_aspect_ratio = FALSE, fill_mode = "constant", fill_value = 0.0, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    size = as_py_int(size, "op_image_resize", "size"),
-    interpolation = as_tensor_arg(interpolation),
-    antialias = as_tensor_arg(antialias),
-    crop_to_aspect_ratio = as_tensor_arg(crop_to_aspect_ratio),
-    pad_to_aspect_ratio = as_tensor_arg(pad_to_aspect_ratio),
-    fill_mode = as_tensor_arg(fill_mode),
-    fill_value = as_tensor_arg(fill_value),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_py_int(size, "op_image_resize", "size"),
+    as_tensor_arg(interpolation),
+    as_tensor_arg(antialias),
+    as_tensor_arg(crop_to_aspect_ratio),
+    as_tensor_arg(pad_to_aspect_ratio),
+    as_tensor_arg(fill_mode),
+    as_tensor_arg(fill_value),
+    as_tensor_arg(data_format)
   )
   op_call("resize", args, "op_image_resize", module = "image")
 }
@@ -6366,8 +6366,8 @@ op_image_resize <- function(images, size, interpolation = "bilinear", antialias 
 #' @export
 op_image_rgb_to_grayscale <- function(images, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(data_format)
   )
   op_call("rgb_to_grayscale", args, "op_image_rgb_to_grayscale", module = "image")
 }
@@ -6386,8 +6386,8 @@ op_image_rgb_to_grayscale <- function(images, data_format = NULL) {
 #' @export
 op_image_rgb_to_hsv <- function(images, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(data_format)
   )
   op_call("rgb_to_hsv", args, "op_image_rgb_to_hsv", module = "image")
 }
@@ -6413,13 +6413,13 @@ op_image_rgb_to_hsv <- function(images, data_format = NULL) {
 #' @export
 op_image_scale_and_translate <- function(images, output_shape, scale, translation, spatial_dims, method, antialias = TRUE) {
   args <- list(
-    images = as_tensor_arg(images),
-    output_shape = as_tensor_arg(output_shape),
-    scale = as_tensor_arg(scale),
-    translation = as_tensor_arg(translation),
-    spatial_dims = as_tensor_arg(spatial_dims),
-    method = as_tensor_arg(method),
-    antialias = as_tensor_arg(antialias)
+    as_tensor_arg(images),
+    as_tensor_arg(output_shape),
+    as_tensor_arg(scale),
+    as_tensor_arg(translation),
+    as_tensor_arg(spatial_dims),
+    as_tensor_arg(method),
+    as_tensor_arg(antialias)
   )
   op_call("scale_and_translate", args, "op_image_scale_and_translate", module = "image")
 }
@@ -6436,8 +6436,8 @@ op_image_scale_and_translate <- function(images, output_shape, scale, translatio
 #' @export
 op_image_sobel_edges <- function(images, data_format = NULL) {
   args <- list(
-    images = as_tensor_arg(images),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(images),
+    as_tensor_arg(data_format)
   )
   op_call("sobel_edges", args, "op_image_sobel_edges", module = "image")
 }
@@ -6462,14 +6462,14 @@ op_image_sobel_edges <- function(images, data_format = NULL) {
 #' @export
 op_image_ssim <- function(image1, image2, max_val = 1.0, filter_size = 11L, filter_sigma = 1.5, k1 = 0.01, k2 = 0.03, data_format = NULL) {
   args <- list(
-    image1 = as_tensor_arg(image1),
-    image2 = as_tensor_arg(image2),
-    max_val = as_tensor_arg(max_val),
-    filter_size = as_tensor_arg(filter_size),
-    filter_sigma = as_tensor_arg(filter_sigma),
-    k1 = as_tensor_arg(k1),
-    k2 = as_tensor_arg(k2),
-    data_format = as_tensor_arg(data_format)
+    as_tensor_arg(image1),
+    as_tensor_arg(image2),
+    as_tensor_arg(max_val),
+    as_tensor_arg(filter_size),
+    as_tensor_arg(filter_sigma),
+    as_tensor_arg(k1),
+    as_tensor_arg(k2),
+    as_tensor_arg(data_format)
   )
   op_call("ssim", args, "op_image_ssim", module = "image")
 }

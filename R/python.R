@@ -101,6 +101,17 @@ py_fn <- function(module, name) {
   fn
 }
 
+# Calls a Python function with a list of arguments (named ones become keywords) and returns what
+# a convert = TRUE handle would, except that a tensor is returned as it is: reticulate's py_to_r()
+# would only re-wrap it, which costs ~40 us a call (a third of a small op). Other results (tuples,
+# lists, numbers, None) are converted by py_to_r() as before. py_call() has an argument `x` of its
+# own, so a call with a keyword `x` goes through the handle.
+py_invoke <- function(fn, args) {
+  if ("x" %in% names(args)) return(do.call(fn, args))
+  res <- do.call(reticulate::py_call, c(list(fn), args))
+  if (inherits(res, tensor_classes)) res else reticulate::py_to_r(res)
+}
+
 #' The active Keras backend
 #'
 #' The backend is chosen by the environment variable `KERAS_BACKEND` before Python starts

@@ -100,10 +100,10 @@ tensor_ops <- function(e1, e2) {
                  cg_abort("Unary {.code {generic}} is not defined for tensors.",
                           "customgrad_type_error", call = NULL))
     if (is.null(fn)) return(e1)
-    return(with_py_errors(py_fn("ops", fn)(as_tensor_arg(e1)), generic))
+    return(with_py_errors(py_invoke(py_fn("ops", fn), list(as_tensor_arg(e1))), generic))
   }
   fn <- py_fn("ops", ops_names[[generic]])
-  with_py_errors(fn(as_tensor_arg(e1), as_tensor_arg(e2)), generic)
+  with_py_errors(py_invoke(fn, list(as_tensor_arg(e1), as_tensor_arg(e2))), generic)
 }
 
 math_names <- c(
@@ -130,7 +130,7 @@ tensor_math <- function(x, ...) {
     } else if (generic %in% c("cumsum", "cumprod", "cummax", "cummin")) {
       ops[[math_names[[generic]]]](ops$reshape(x, list(-1L)))
     } else if (generic %in% names(math_names)) {
-      py_fn("ops", math_names[[generic]])(x)
+      py_invoke(py_fn("ops", math_names[[generic]]), list(x))
     } else {
       cg_abort(c("{.fn {generic}} is not supported for tensors.",
                  i = "Supported: log, round and {.fn {names(math_names)}}."),

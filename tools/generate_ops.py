@@ -228,11 +228,20 @@ def generate_one(pyname: str, fn_obj, module: str, version: str) -> str:
         if p.kind == p.POSITIONAL_ONLY or before_star:
             positional.append(expr)
         else:
+            keyword_args.append((p, expr))
+    # Without *args, the leading positional-or-keyword arguments are passed positionally (the same
+    # call for Python, and a cheaper one from R: see py_invoke() in R/python.R).
+    leading = not dots and not positional
+    call_args = []
+    for p, expr in keyword_args:
+        leading = leading and p.kind == p.POSITIONAL_OR_KEYWORD and p.name not in drop_null
+        if leading:
+            call_args.append(f"    {expr}")
+        else:
             key = f"`{p.name}`" if p.name in R_RESERVED else p.name
-            keyword_args.append(f"    {key} = {expr}")
+            call_args.append(f"    {key} = {expr}")
     lines = roxygen(fn, pyname, module, params, inspect.getdoc(fn_obj) or "", version)
     lines.append(f"{fn} <- function({', '.join(formals)}) {{")
-    call_args = ["    " + k.strip() for k in keyword_args]
     lines.append("  args <- list(" + ("\n" + ",\n".join(call_args) + "\n  " if call_args else "") + ")")
     if drop_null:
         quoted = ", ".join(f'"{n}"' for n in drop_null)
