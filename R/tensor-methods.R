@@ -86,6 +86,24 @@ tensor_classes <- c(
 #' @rawNamespace S3method(dim, "keras.src.backend.common.variables.Variable", tensor_dim)
 NULL
 
+#' @rawNamespace S3method(reticulate::r_to_py, "jaxlib._jax.ArrayImpl", tensor_r_to_py)
+#' @rawNamespace S3method(reticulate::r_to_py, "jax._src.literals.TypedNdArray", tensor_r_to_py)
+#' @rawNamespace S3method(reticulate::r_to_py, "jax._src.core.Tracer", tensor_r_to_py)
+#' @rawNamespace S3method(reticulate::r_to_py, "tensorflow.python.types.core.Tensor", tensor_r_to_py)
+#' @rawNamespace S3method(reticulate::r_to_py, "torch._C.TensorBase", tensor_r_to_py)
+#' @rawNamespace S3method(reticulate::r_to_py, "keras.src.backend.common.variables.Variable", tensor_r_to_py)
+NULL
+
+# reticulate 1.28 passes every argument with a class attribute through r_to_py(), and for a Python
+# object its default method makes a new reference to the same object (a new environment, the
+# class names looked up again): ~30 us for each tensor handed to Python -- a third of a small op.
+# Tensors made by customgrad are convert = TRUE references, and r_to_py(x, convert = TRUE) of
+# such a tensor is the same object, so it is returned as it is; anything else (convert = FALSE)
+# goes to reticulate's method as before.
+tensor_r_to_py <- function(x, convert = FALSE) {
+  if (isTRUE(convert)) x else NextMethod()
+}
+
 ops_names <- c(
   "+" = "add", "-" = "subtract", "*" = "multiply", "/" = "divide", "^" = "power",
   "%%" = "mod", "%/%" = "floor_divide", "==" = "equal", "!=" = "not_equal", "<" = "less",
