@@ -49,7 +49,9 @@ op_custom_gradient <- function(f) {
   forward <- function(...) in_callback({
     res <- f(...)
     pair <- split_output_grad(res)
-    list(to_py_tree(pair[[1]]), grad_caller(pair[[2]]))
+    grad <- pair[[2]]
+    wants_upstream <- is.function(grad) && "upstream" %in% names(formals(grad))
+    list(to_py_tree(pair[[1]]), grad_caller(grad), wants_upstream)
   })
 
   decorated <- NULL

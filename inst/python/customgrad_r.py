@@ -68,17 +68,18 @@ def is_tensor(x) -> bool:
 def custom_gradient(r_forward, name="f"):
     """customgrad.custom_gradient for an R forward.
 
-    `r_forward(*args)` (an R function) returns a list [output, r_grad]; `r_grad(upstreams,
-    upstream, variables)` (an R function) calls the user's R grad function according to its R
-    formals. The Python grad_fn handed to customgrad has a fixed signature, so nothing depends on
-    introspecting an R function from Python.
+    `r_forward(*args)` (an R function) returns a list [output, r_grad, wants_upstream];
+    `r_grad(upstreams, upstream, variables)` (an R function) calls the user's R grad function
+    according to its R formals. The Python grad_fn handed to customgrad has a fixed signature, so
+    nothing depends on introspecting an R function from Python. `upstream` is passed to R only when
+    the R grad function takes it: each tensor handed to R costs a conversion.
     """
 
     def forward(*args):
-        output, r_grad = r_forward(*args)
+        output, r_grad, wants_upstream = r_forward(*args)
 
         def grad_fn(*upstreams, upstream=None, variables=None):
-            return r_grad(list(upstreams), upstream, variables)
+            return r_grad(upstreams, upstream if wants_upstream else None, variables)
 
         grad_fn.__name__ = grad_fn.__qualname__ = f"{name}.grad"
         return output, grad_fn
