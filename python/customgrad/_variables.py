@@ -16,30 +16,6 @@ _installed = False
 _install_lock = threading.Lock()
 
 
-class Recorder:
-    """Records the trainable floating-point variables read while it is active, and the value
-    each read returned. Recorders nest: a read inside an inner custom-gradient call is also a
-    read of the outer one.
-    """
-
-    __slots__ = ("parent", "variables", "raw_values", "_seen")
-
-    def __init__(self, parent: "Recorder | None"):
-        self.parent = parent
-        self.variables: list = []
-        self.raw_values: list = []
-        self._seen: set[int] = set()
-
-    def read(self, variable, value):
-        if self.parent is not None:
-            self.parent.read(variable, value)
-        key = id(variable)
-        if key not in self._seen and variable.trainable and _is_floating(variable.dtype):
-            self._seen.add(key)
-            self.variables.append(variable)
-            self.raw_values.append(value)
-
-
 def _is_floating(dtype) -> bool:
     return "float" in str(dtype)
 
@@ -67,8 +43,9 @@ def install() -> None:
 
 
 class recording:
-    """Records variable reads inside the block (a class, not a generator: it runs on every
-    custom-gradient call, and a generator-based context manager costs several microseconds).
+    """Records the trainable floating-point variables read inside the block, and the value each
+    read returned. Blocks nest: a read inside an inner custom-gradient call is also a read of
+    the outer one. (A class with slots, not a generator: it runs on every custom-gradient call.)
 
     >>> import keras
     >>> v = keras.Variable(1.0)
@@ -78,18 +55,30 @@ class recording:
     True
     """
 
-    __slots__ = ("_parent",)
+    __slots__ = ("parent", "variables", "raw_values", "_seen")
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> "recording":
         if not _installed:
             install()
-        self._parent = getattr(_local, "recorder", None)
-        recorder = _local.recorder = Recorder(self._parent)
-        return recorder
+        self.parent = getattr(_local, "recorder", None)
+        self.variables, self.raw_values, self._seen = [], [], None
+        _local.recorder = self
+        return self
 
     def __exit__(self, *exc_info) -> None:
-        _local.recorder = self._parent
+        _local.recorder = self.parent
+
+    def read(self, variable, value):
+        if self.parent is not None:
+            self.parent.read(variable, value)
+        if self._seen is None:
+            self._seen = set()
+        key = id(variable)
+        if key not in self._seen and variable.trainable and _is_floating(variable.dtype):
+            self._seen.add(key)
+            self.variables.append(variable)
+            self.raw_values.append(value)
 
 
-def current_recorder() -> Recorder | None:
+def current_recorder() -> recording | None:
     return getattr(_local, "recorder", None)
