@@ -24,7 +24,10 @@ as_argnums <- function(argnums, what) {
 }
 
 call_args <- function(..., .f = NULL) {
-  args <- positional_args(.f, list(...))
+  args <- list(...)
+  # the common case, tensors passed positionally: nothing to convert
+  if (is.null(names(args)) && all(vapply(args, is_py_object, TRUE))) return(args)
+  args <- positional_args(.f, args)
   lapply(args, function(a) if (is.list(a)) as_tensor_arg(a) else as_tensor(a))
 }
 

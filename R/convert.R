@@ -66,7 +66,11 @@ as_tensor <- function(x, dtype = NULL) {
 # become Python scalars (keras then gives them its default dtype, weakly typed); lists recurse;
 # functions are wrapped so that what they return reaches Python converted.
 as_tensor_arg <- function(x) {
-  if (is.null(x) || is_py_object(x)) return(x)
+  if (is.null(x) || inherits(x, "python.builtin.object")) return(x)
+  # the common case first (called for every argument of every op): an R scalar stays as it is
+  if ((is.double(x) || is.integer(x) || is.logical(x)) && length(x) == 1L && is.null(dim(x))) {
+    return(x)
+  }
   if (inherits(x, "customgrad_tuple")) return(reticulate::r_to_py(x))
   if (is.function(x)) return(wrap_r_function(x))
   if (is.list(x)) {

@@ -106,10 +106,11 @@ py_fn <- function(module, name) {
 # would only re-wrap it, which costs ~40 us a call (a third of a small op). Other results (tuples,
 # lists, numbers, None) are converted by py_to_r() as before. py_call() has an argument `x` of its
 # own, so a call with a keyword `x` goes through the handle.
+#' @importFrom reticulate py_call py_to_r
 py_invoke <- function(fn, args) {
-  if ("x" %in% names(args)) return(do.call(fn, args))
-  res <- do.call(reticulate::py_call, c(list(fn), args))
-  if (inherits(res, tensor_classes)) res else reticulate::py_to_r(res)
+  if (any(names(args) == "x")) return(do.call(fn, args))
+  res <- do.call(py_call, c(list(fn), args))
+  if (inherits(res, tensor_classes)) res else py_to_r(res)
 }
 
 #' The active Keras backend
