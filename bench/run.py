@@ -196,7 +196,9 @@ def main():
            "jax and torch on one NVIDIA H100 (the `device` machine: jax 0.11.2, torch 2.11.0+cu130, "
            "keras 3.15.1 carried as a wheel), large = peak-memory size = 2^26 elements, recorded "
            "by `KERAS_BACKEND=... python3 bench/bench_backend.py --large 26 --memory 26` into "
-           "bench/gpu/*.jsonl. jax's peak GPU memory is not measured (no resettable peak).", "",
+           "bench/gpu/*.jsonl on 2026-11-22, with the customgrad of that day (before the eager "
+           "overhead work of 2026-11-23; no GPU machine was lent since). jax's peak GPU memory is "
+           "not measured (no resettable peak).", "",
            "```", *gpu_verdicts, "```", *gpu_lines] if gpu_lines else []
     text = "\n".join(header + ["", "## Tables"] + lines + gpu + ["", "## R", *r_lines]) + "\n"
     Path(args.output).write_text(text)
