@@ -8,7 +8,6 @@ and the checks.
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import keras
 import tensorflow as tf
@@ -87,39 +86,30 @@ def call(inv):
         gradients_util.PossibleTapeGradientTypes(inv.tensor_values)
         == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     )
-    _calling.invocation = inv, first_order_only
-    return inv.rebuild_output(_forward(*inv.tensor_values))
 
+    @tf.custom_gradient
+    def forward(*tensors):
+        quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
+        with recording() as rec, quiet:
+            out_leaves, grad_fn = inv.run_forward(tensors)
+        out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
+        inv.release()
+        variables, var_values = rec.variables, rec.raw_values
 
-# The invocation `_forward` runs, handed over by `call` just before the call (tf.custom_gradient
-# takes only tensors in graph mode). One decorated function for every call: decorating anew per
-# call cost ~35 us, a few percent of a small eager call.
-_calling = threading.local()
+        def backward(cotangents):
+            return inv.run_backward(grad_fn, cotangents, variables, var_values)
 
+        if not variables:
+            return out_leaves, lambda *cts: backward(cts)[0]
 
-@tf.custom_gradient
-def _forward(*tensors):
-    inv, first_order_only = _calling.invocation
-    _calling.invocation = None
-    quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-    with recording() as rec, quiet:
-        out_leaves, grad_fn = inv.run_forward(tensors)
-    out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
-    inv.release()
-    variables, var_values = rec.variables, rec.raw_values
+        def grad_with_variables(*cts, variables=None):
+            input_grads, var_grads = backward(cts)
+            by_id = {id(v): g for v, g in zip(var_values, var_grads)}
+            return input_grads, [by_id.get(id(v)) for v in variables or ()]
 
-    def backward(cotangents):
-        return inv.run_backward(grad_fn, cotangents, variables, var_values)
+        return out_leaves, grad_with_variables
 
-    if not variables:
-        return out_leaves, lambda *cts: backward(cts)[0]
-
-    def grad_with_variables(*cts, variables=None):
-        input_grads, var_grads = backward(cts)
-        by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-        return input_grads, [by_id.get(id(v)) for v in variables or ()]
-
-    return out_leaves, grad_with_variables
+    return inv.rebuild_output(forward(*inv.tensor_values))
 
 
 def ones_like(x):
