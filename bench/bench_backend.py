@@ -247,14 +247,7 @@ def _optimized_hlo(fn, n_inputs, xs):
         return g.lower(*xs).compile().as_text()
     import tensorflow as tf
 
-    @tf.function(jit_compile=True)
-    def g(*vs):
-        with tf.GradientTape() as tape:
-            for v in vs:
-                tape.watch(v)
-            y = loss(*vs)
-        return tape.gradient(y, list(vs))
-
+    g = tf.function(impls.tape_gradient(loss), jit_compile=True)
     return g.experimental_get_compiler_ir(*xs)(stage="optimized_hlo")
 
 

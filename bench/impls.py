@@ -180,6 +180,20 @@ def loss_of(fn):
     return loss
 
 
+def tape_gradient(loss):
+    """TensorFlow: xs -> gradients of the scalar loss(*xs), through a GradientTape."""
+    import tensorflow as tf
+
+    def g(*xs):
+        with tf.GradientTape() as tape:
+            for x in xs:
+                tape.watch(x)
+            y = loss(*xs)
+        return tape.gradient(y, list(xs))
+
+    return g
+
+
 def grad_step(fn, n_inputs, compiled=False):
     """forward + backward of loss_of(fn), with the backend's own autodiff (and compiler)."""
     loss = loss_of(fn)
@@ -194,13 +208,7 @@ def grad_step(fn, n_inputs, compiled=False):
     if BACKEND == "tensorflow":
         import tensorflow as tf
 
-        def g(*xs):
-            with tf.GradientTape() as tape:
-                for x in xs:
-                    tape.watch(x)
-                y = loss(*xs)
-            return tape.gradient(y, list(xs))
-
+        g = tape_gradient(loss)
         if compiled:
             g = tf.function(g, jit_compile=True)
         return lambda *xs: [t.numpy() for t in g(*xs)] if compiled else g(*xs)
