@@ -6,6 +6,8 @@ Prints one JSON object per line: {"metric", "fn", "kind", ...numbers or "error"}
   compiled_large  the same under jax.jit / tf.function(jit_compile=True) / torch.compile
   peak_memory     peak resident memory of one forward+backward on M elements above the memory
                   held before it (MiB; Linux VmHWM, reset through /proc/self/clear_refs)
+  peak_memory_stack the same for a stack of DEPTH calls, each output feeding the next call: what
+                  every layer holds for the backward adds up, as in a network
   retained_memory memory held between forward and backward (outputs + what autodiff keeps)
   compiled_program instructions in the optimized XLA program of the compiled forward+backward
                   (jax.jit, tf.function(jit_compile=True)): exact where timings are noisy
@@ -15,6 +17,7 @@ Implementations are interleaved round by round; each number is a median with min
 import argparse
 import gc
 import json
+import os
 import re
 import statistics
 import sys
@@ -22,12 +25,17 @@ import time
 
 import numpy as np
 
+# TensorFlow's default CPU allocator keeps no statistics; its BFC allocator does (peak, current).
+# Set before TensorFlow is imported (by impls, through keras).
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import impls  # noqa: E402
 
 KINDS = ["autodiff", "native", "keras", "customgrad"]
-METRICS = ["eager_tiny", "eager_large", "compiled_large", "peak_memory", "retained_memory",
-           "compiled_program"]
+METRICS = ["eager_tiny", "eager_large", "compiled_large", "peak_memory", "peak_memory_stack",
+           "retained_memory", "compiled_program"]
+DEPTH = 16  # calls in the stack of peak_memory_stack
 
 
 def emit(**record):
@@ -104,9 +112,30 @@ def _status(field):
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def _tf_memory(field):
+    """Bytes of TensorFlow's CPU allocator ('current' or 'peak')."""
+    import tensorflow as tf
+
+    try:
+        return tf.config.experimental.get_memory_info("CPU:0")[field]
+    except ValueError as e:  # the default allocator: no statistics
+        raise RuntimeError(
+            "not measurable: TensorFlow's CPU allocator keeps no statistics unless "
+            f"TF_CPU_ALLOCATOR_USE_BFC=true is set before TensorFlow starts ({e})") from e
+
+
 def _peak_of(step, xs):
-    """MiB above what was held before, at the peak of one call: host memory (VmHWM), or the
-    CUDA allocator's peak when torch runs on a GPU."""
+    """MiB above what was held before, at the peak of one call: host memory (VmHWM), the CUDA
+    allocator's peak when torch runs on a GPU, or TensorFlow's (BFC) CPU allocator's peak."""
+    if impls.BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        base = _tf_memory("current")
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        result = step(*xs)
+        peak = (_tf_memory("peak") - base) / 2**20
+        del result
+        return peak
     if impls.BACKEND == "torch":
         import torch
 
@@ -130,20 +159,31 @@ def _peak_of(step, xs):
     return peak
 
 
-def peak_memory(fn_name, n, repeats=3):
+def chain_of(fn, depth):
+    """fn called `depth` times, each call's outputs feeding the next call (inputs beyond the
+    outputs carried over): a stack of layers."""
+
+    def chained(*xs):
+        for _ in range(depth):
+            out = fn(*xs)
+            outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            xs = outs + xs[len(outs):]
+        return out
+
+    return chained
+
+
+def peak_memory(fn_name, n, repeats=3, depth=1):
+    metric = "peak_memory" if depth == 1 else "peak_memory_stack"
     table = impls.implementations()
     xs = inputs(n, impls.N_INPUTS[fn_name])
     for kind in KINDS:
-        if impls.BACKEND == "tensorflow":
-            emit(metric="peak_memory", fn=fn_name, kind=kind,
-                 error="not measurable: TensorFlow's CPU allocator keeps freed memory and no "
-                       "statistics (resident memory does not move)")
-            continue
+        fn = table[kind][fn_name] if depth == 1 else chain_of(table[kind][fn_name], depth)
         try:
-            step = impls.grad_step(table[kind][fn_name], impls.N_INPUTS[fn_name])
+            step = impls.grad_step(fn, impls.N_INPUTS[fn_name])
             step(*inputs(64, impls.N_INPUTS[fn_name]))  # warm up on a tiny input
         except Exception as e:
-            emit(metric="peak_memory", fn=fn_name, kind=kind,
+            emit(metric=metric, fn=fn_name, kind=kind,
                  error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
             continue
         peaks = []
@@ -152,10 +192,10 @@ def peak_memory(fn_name, n, repeats=3):
                 gc.collect()
                 peaks.append(_peak_of(step, xs))
         except RuntimeError as e:
-            emit(metric="peak_memory", fn=fn_name, kind=kind, error=str(e))
+            emit(metric=metric, fn=fn_name, kind=kind, error=str(e))
             continue
-        emit(metric="peak_memory", fn=fn_name, kind=kind, median=statistics.median(peaks),
-             min=min(peaks), max=max(peaks), n=n)
+        emit(metric=metric, fn=fn_name, kind=kind, median=statistics.median(peaks),
+             min=min(peaks), max=max(peaks), n=n, depth=depth)
 
 
 def retained_memory(fn_name, n, repeats=3):
@@ -164,10 +204,6 @@ def retained_memory(fn_name, n, repeats=3):
     table = impls.implementations()
     xs = inputs(n, impls.N_INPUTS[fn_name])
     for kind in KINDS:
-        if impls.BACKEND == "tensorflow":
-            emit(metric="retained_memory", fn=fn_name, kind=kind,
-                 error="not measurable: TensorFlow's CPU allocator keeps no statistics")
-            continue
         if impls.BACKEND == "jax":
             _jax_retained(fn_name, kind, table[kind][fn_name], xs, n)
             continue
@@ -181,7 +217,15 @@ def retained_memory(fn_name, n, repeats=3):
         held = []
         for _ in range(repeats):
             gc.collect()
-            if impls.BACKEND == "torch" and _cuda():
+            if impls.BACKEND == "tensorflow":
+                try:
+                    base = _tf_memory("current")
+                except RuntimeError as e:
+                    emit(metric="retained_memory", fn=fn_name, kind=kind, error=str(e))
+                    break
+                kept = run(*xs)
+                held.append((_tf_memory("current") - base) / 2**20)
+            elif impls.BACKEND == "torch" and _cuda():
                 import torch
 
                 base = torch.cuda.memory_allocated()
@@ -192,6 +236,8 @@ def retained_memory(fn_name, n, repeats=3):
                 kept = run(*xs)
                 held.append(_status("VmRSS") - base)
             del kept
+        if not held:
+            continue
         emit(metric="retained_memory", fn=fn_name, kind=kind, median=statistics.median(held),
              min=min(held), max=max(held), n=n)
 
@@ -262,6 +308,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, small N")
     parser.add_argument("--large", type=int, default=22, help="log2 of the large input size")
     parser.add_argument("--memory", type=int, default=24, help="log2 of the memory input size")
+    parser.add_argument("--stack-memory", type=int, default=22,
+                        help="log2 of the input size of the peak_memory_stack metric")
     parser.add_argument("--only", default=",".join(METRICS),
                         help="comma-separated metrics to run (default: all)")
     args = parser.parse_args()
@@ -271,6 +319,7 @@ def main():
     quick = args.quick
     large = 2 ** (16 if quick else args.large)
     memory = 2 ** (16 if quick else args.memory)
+    stack_memory = 2 ** (16 if quick else args.stack_memory)
     for fn_name in ("softplus", "swish", "three"):
         if "eager_tiny" in only:
             timed("eager_tiny", fn_name, False, 8, 3 if quick else 15, 20 if quick else 200, 1e6)
@@ -281,6 +330,8 @@ def main():
                   1e3)
         if "peak_memory" in only:
             peak_memory(fn_name, memory, 1 if quick else 3)
+        if "peak_memory_stack" in only:
+            peak_memory(fn_name, stack_memory, 1 if quick else 3, depth=DEPTH)
         if "retained_memory" in only:
             retained_memory(fn_name, memory, 1 if quick else 3)
         if "compiled_program" in only:

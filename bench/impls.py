@@ -20,13 +20,17 @@ BACKEND = keras.backend.backend()
 
 
 # --- the math, in keras.ops, shared by every variant ------------------------------------------
+# The backward formulas are nested so that few full-size temporaries live at once, as in plain
+# autodiff's fused gradient kernels. The first versions, dy * (1 - 1 / (1 + e)) and
+# dy * (s + x * s * (1 - s)), peaked 1.33x (torch) and 1.25x (tensorflow) above plain autodiff
+# for the native mechanisms and customgrad alike: one temporary more, nothing held.
 def softplus_fwd(x):
     e = ops.exp(x)
     return ops.log1p(e), e
 
 
 def softplus_bwd(e, dy):
-    return dy * (1.0 - 1.0 / (1.0 + e))
+    return dy - dy / (1.0 + e)  # = dy * sigmoid(x); exact where e overflows to inf
 
 
 def swish_fwd(x):
@@ -35,7 +39,7 @@ def swish_fwd(x):
 
 def swish_bwd(x, dy):
     s = ops.sigmoid(x)
-    return dy * (s + x * s * (1.0 - s))
+    return dy * (s * (1.0 + x * (1.0 - s)))
 
 
 def three_fwd(a, b, c):

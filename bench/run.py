@@ -26,6 +26,8 @@ PINNED_ENV = {
     # a fixed mmap threshold: large buffers are mapped and unmapped at once, so resident memory
     # follows live tensors (glibc otherwise raises the threshold after the first big free)
     "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072",
+    # TensorFlow's BFC allocator on the CPU: it keeps statistics (current and peak bytes)
+    "TF_CPU_ALLOCATOR_USE_BFC": "true",
 }
 
 TARGETS = {  # metric: (compare against, limit, description)
@@ -73,7 +75,11 @@ def fmt(r, unit):
 
 
 UNITS = {"eager_tiny": "us", "eager_large": "ms", "compiled_large": "ms", "peak_memory": "MiB",
-         "retained_memory": "MiB", "compiled_program": "instructions"}
+         "peak_memory_stack": "MiB", "retained_memory": "MiB",
+         "compiled_program": "instructions"}
+MEMORY_METRICS = ("peak_memory", "peak_memory_stack", "retained_memory")
+HOLDS = {"peak_memory": "peaks at", "peak_memory_stack": "peaks, 16 calls deep, at",
+         "retained_memory": "holds for the backward"}
 
 
 def tables(records):
@@ -119,17 +125,17 @@ def verdict(metric, backend, fn, row):
                    f"instructions of native custom's: {backend} {fn} {cg['median']:.0f} vs "
                    f"{row['native']['median']:.0f} instructions, "
                    f"{'the same' if same else 'different'} opcodes")
-    if metric in ("retained_memory", "peak_memory") and "error" not in row["native"]:
+    if metric in MEMORY_METRICS and "error" not in row["native"]:
         native = row["native"]["median"]
         if native > 0:
             ratio = cg["median"] / native
             out.append(f"{'ok  ' if ratio <= 1.05 else 'MISS'} customgrad {metric} <= native "
                        f"custom (5% noise): {backend} {fn} {ratio:.2f}x")
-    if metric in ("retained_memory", "peak_memory") and not row["autodiff"].get("median"):
+    if metric in MEMORY_METRICS and not row["autodiff"].get("median"):
         return out + [f"n/a  {metric} vs plain autodiff: {backend} {fn}: "
                       f"{row['autodiff'].get('error', 'plain autodiff measured 0')}"]
-    if metric in ("retained_memory", "peak_memory"):
-        what = "holds for the backward" if metric == "retained_memory" else "peaks at"
+    if metric in MEMORY_METRICS:
+        what = HOLDS[metric]
         ratio = cg["median"] / row["autodiff"]["median"]
         if fn == "swish":
             out.append(f"{'ok  ' if ratio <= 0.6 else 'MISS'} memory-efficient swish {what} <= "
@@ -185,10 +191,14 @@ def main():
         f"Python {platform.python_version()}; {versions()}.",
         "Threads pinned to one per backend; implementations interleaved round by round; "
         "medians with min-max. Tiny = 8 elements; large = 2^22 elements "
-        "(2^16 with --quick); peak memory: one forward+backward on 2^24 elements, resident "
-        "memory above what was held before (Linux VmHWM; on a GPU, torch's CUDA allocator); "
-        "retained memory: what the forward holds for the backward (torch: resident memory; "
-        "jax: XLA's memory analysis of the compiled forward's outputs and VJP residuals).", "",
+        "(2^16 with --quick); peak memory: one forward+backward on 2^24 elements, memory "
+        "above what was held before (resident memory, Linux VmHWM; tensorflow: its BFC CPU "
+        "allocator's peak; on a GPU, torch's CUDA allocator); peak memory, stack: the same for "
+        "16 calls in a row on 2^22 elements, each call's outputs the next call's inputs, as the "
+        "layers of a network (what each call holds for the backward adds up); retained memory: "
+        "what the forward holds for the backward (torch: resident memory; tensorflow: the "
+        "allocator's bytes in use; jax: XLA's memory analysis of the compiled forward's outputs "
+        "and VJP residuals).", "",
         "## Verdicts", "", "```", *verdicts, "```",
     ]
     r_lines = ["(skipped: --no-r)"] if args.no_r else r_bench()

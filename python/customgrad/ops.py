@@ -230,7 +230,9 @@ def _swish(x):
     # grad_fn closes over x only and recomputes the sigmoid: the forward keeps nothing else.
     def grad(upstream):
         s = kops.sigmoid(x)
-        return upstream * (s + x * s * (1.0 - s))
+        # s * (1 + x * (1 - s)), nested so that at most two full-size temporaries live at once
+        # besides s: the backward peaks no higher than plain autodiff's fused gradient kernels
+        return upstream * (s * (1.0 + x * (1.0 - s)))
 
     return x * kops.sigmoid(x), grad
 

@@ -18,7 +18,8 @@ def test_bench_quick_run_prints_ratios_and_verdicts(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     text = out.read_text()
-    for metric in ("eager_tiny", "eager_large", "compiled_large", "peak_memory"):
+    for metric in ("eager_tiny", "eager_large", "compiled_large", "peak_memory",
+                   "peak_memory_stack", "retained_memory"):
         assert f"### {metric}" in text
     assert "| torch | softplus |" in text and "x |" in text  # ratio columns
     assert "eager, tiny inputs: customgrad <= 1.2x native custom: torch softplus" in text
@@ -42,3 +43,24 @@ def test_compiled_customgrad_is_the_native_program(backend):
         assert "error" not in ours and "error" not in native, (ours, native)
         assert ours["median"] > 3  # a real program was counted
         assert ours["opcodes"] == native["opcodes"], (fn, ours["opcodes"], native["opcodes"])
+
+
+def test_tensorflow_memory_is_measured_and_customgrad_holds_no_more_than_native():
+    """TensorFlow's CPU memory comes from its BFC allocator's statistics (exact bytes): customgrad
+    never peaks above or holds more than tf.custom_gradient, whose backward keeps the outputs."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_backend.py"), "--quick",
+         "--only", "peak_memory,peak_memory_stack,retained_memory"],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {(r["metric"], r["fn"], r["kind"]): r for r in map(json.loads, proc.stdout.splitlines())}
+    for metric in ("peak_memory", "peak_memory_stack", "retained_memory"):
+        for fn in ("softplus", "swish", "three"):
+            native, ours = rows[metric, fn, "native"], rows[metric, fn, "customgrad"]
+            assert "error" not in ours and "error" not in native, (ours, native)
+            assert native["median"] > 0
+            assert ours["median"] <= native["median"], (metric, fn, ours, native)
+    # 16 softplus calls: tf.custom_gradient keeps every call's output, customgrad does not
+    stack = {k: rows["peak_memory_stack", "softplus", k]["median"] for k in ("native", "customgrad")}
+    assert stack["customgrad"] < 0.75 * stack["native"], stack

@@ -85,8 +85,12 @@ def test_random_wrong_gradients_are_always_caught(shapes, seed, data):
     @customgrad.custom_gradient
     def wrong(tree):
         def grad(dy):
-            flat = [dy * (ops.cos(x) * x + ops.sin(x)) for x in _tree.flatten(tree)]
-            flat[wrong_leaf] = flat[wrong_leaf] * factor
+            leaves = _tree.flatten(tree)
+            flat = [dy * (ops.cos(x) * x + ops.sin(x)) for x in leaves]
+            # off by (factor - 1) * dy * (1 + x^2), nowhere zero (scaling the right gradient
+            # would not be: at x = -2.03 it is about 0, and so is the error)
+            x = leaves[wrong_leaf]
+            flat[wrong_leaf] = flat[wrong_leaf] + (factor - 1.0) * dy * (1.0 + x * x)
             return _tree.unflatten(tree, flat)
 
         return forward(tree, 1.0), grad

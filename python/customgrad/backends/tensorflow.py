@@ -1,8 +1,10 @@
-"""TensorFlow: built on tf.custom_gradient over the flat tensor leaves.
+"""TensorFlow: in eager mode the call is recorded on the tapes as one operation whose backward is
+grad_fn; in graphs (tf.function, also with jit_compile=True) it is built on tf.custom_gradient over
+the flat tensor leaves. customgrad adds the calling convention, the structures and the checks.
 
-tf.custom_gradient already handles eager mode, tf.function (also with jit_compile=True), nested
-tapes and the variables a function reads; customgrad adds the calling convention, the structures
-and the checks.
+Eager mode does not use tf.custom_gradient because its backward closure keeps the forward's
+outputs alive until the tape is gone: one tensor per call more than plain autodiff holds, which
+adds up over the layers of a network (a stack of 16 softplus calls peaked at 1.8x plain autodiff).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import tensorflow as tf
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
+from .._convention import fn_name
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -86,6 +89,8 @@ def call(inv):
         gradients_util.PossibleTapeGradientTypes(inv.tensor_values)
         == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     )
+    if tf.executing_eagerly():
+        return _call_eager(inv, first_order_only)
 
     @tf.custom_gradient
     def forward(*tensors):
@@ -110,6 +115,33 @@ def call(inv):
         return out_leaves, grad_with_variables
 
     return inv.rebuild_output(forward(*inv.tensor_values))
+
+
+def _call_eager(inv, first_order_only):
+    """Runs f, then records one operation (inputs and read variables -> outputs) on every active
+    tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
+    quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
+    with recording() as rec, quiet:
+        out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
+    if not record.could_possibly_record():  # no tape: nothing to record
+        return inv.output
+    variables, var_values = rec.variables, rec.raw_values
+    with record.stop_recording():
+        # new tensors (no copy): an output that is an input, or a tensor some tape already
+        # knows, must not get a second producer on the tape
+        outputs = [tf.identity(o) for o in out_leaves]
+    del out_leaves
+    # reading a variable records the read (handle -> value), which connects its gradient
+    inputs = list(inv.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
+
+    def backward(*cotangents):
+        input_grads, var_grads = inv.run_backward(grad_fn, cotangents, variables, var_values)
+        return input_grads + (var_grads or [None] * len(variables))
+
+    record.record_operation(f"customgrad_{fn_name(inv.f)}", outputs, inputs, backward)
+    result = inv.rebuild_output(outputs)
+    inv.release()
+    return result
 
 
 def ones_like(x):
