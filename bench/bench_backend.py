@@ -101,7 +101,7 @@ def timed(metric, fn_name, compiled, n, rounds, calls, scale):
         else:
             s = samples[kind]
             emit(metric=metric, fn=fn_name, kind=kind, median=statistics.median(s), min=min(s),
-                 max=max(s), n=n)
+                 max=max(s), n=n, rounds=[round(v, 3) for v in s])
 
 
 def _status(field):

@@ -100,6 +100,10 @@ class Invocation:
         else:
             args, kwargs = _tree.unflatten(self.structure, leaves)
             result = self.f(*args, **kwargs)
+        return self.accept_forward(result)
+
+    def accept_forward(self, result) -> tuple[list, object]:
+        """Checks what f returned; returns (output leaves, grad_fn)."""
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
             raise CustomGradientError(
                 f"customgrad.custom_gradient: `{fn_name(self.f)}` must return a pair "
@@ -117,6 +121,23 @@ class Invocation:
         spec, is_tensor = self.backend.spec, self.backend.is_tensor
         self.output_specs = [spec(o) if is_tensor(o) else None for o in leaves]
         return leaves, grad_fn
+
+    @classmethod
+    def released(cls, f, backend, input_specs: list, output, output_specs: list) -> "Invocation":
+        """The state `release()` leaves after a call of f on positional tensors, all of them
+        differentiable: for a backward that needs the general rules. `output`: the output's
+        structure with specs for leaves; `output_specs`: its leaves."""
+        inv = cls.__new__(cls)
+        inv.f, inv.backend = f, backend
+        inv.args = tuple(input_specs)
+        inv.structure = (inv.args, {})
+        inv.leaves = inv.tensor_values = list(input_specs)
+        inv.flat = inv.all_tensors = True
+        inv.tensor_index = list(range(len(input_specs)))
+        inv.differentiable = [True] * len(input_specs)
+        inv._arg_is_tensor = [True] * len(input_specs)
+        inv.output, inv.output_specs = output, list(output_specs)
+        return inv
 
     def rebuild_output(self, output_leaves: list):
         if len(output_leaves) == 1 and _tree.is_leaf(self.output):
@@ -171,6 +192,10 @@ class Invocation:
                 upstream.append(ct)
         variables = list(variables)
         result = call_grad_fn(grad_fn, self.f, self.output, upstream, variables)
+        return self.accept_backward(grad_fn, result, variables, variable_values)
+
+    def accept_backward(self, grad_fn, result, variables=(), variable_values=()):
+        """Turns what grad_fn returned into run_backward's result (checked gradients)."""
         if variables:
             grad_xs, grad_vars = split_variable_grads(result, self.f, grad_fn, variables)
         else:
@@ -280,6 +305,8 @@ def custom_gradient(f):
     def decorated(*args, **kwargs):
         backend = backend_module()
         tensors_only = not kwargs and all([backend.tensor_value(a) is a for a in args])
+        if tensors_only and backend.call_tensors is not None:
+            return backend.call_tensors(f, args)
         if not tensors_only and any_symbolic_tensors(args, kwargs):
             # keras.Input and friends: record one node in the functional graph, so that running
             # the model calls this function (and its gradient), not the ops inside f one by one.

@@ -1,5 +1,7 @@
 """Compilation, vectorisation and higher-order gradients, with each backend's own tools."""
 
+import re
+
 import numpy as np
 import pytest
 from helpers import log1pexp, npy, t
@@ -154,3 +156,68 @@ def test_grad_of_grad_when_grad_fn_uses_forward_tensors():
     assert float(npy(d2(t(5.0)))) == 6.0
     np.testing.assert_allclose(npy(customgrad.grad(customgrad.grad(log1pexp))(t(2.0))),
                                sigmoid_prime(2.0), rtol=1e-5)
+
+
+# torch's calls on plain tensors take a shorter path (backends/torch.py: call_tensors); a keyword
+# argument sends the same function down the general one. Both must agree on every kind of
+# gradient grad_fn may return, and on every error.
+GRAD_FORMS = {
+    "tensor": lambda x, dy: dy * 2.0 * x,
+    "one-tuple": lambda x, dy: (dy * 2.0 * x,),
+    "list": lambda x, dy: [dy * 2.0 * x],
+    "float64 tensor": lambda x, dy: ops.cast(dy * 2.0 * x, "float64"),
+    "python number": lambda x, dy: 3.0,  # shape () for an input of shape (2,): an error
+    "None": lambda x, dy: None,
+    "wrong shape": lambda x, dy: ops.ones((5,)),
+    "too many": lambda x, dy: (dy, dy),
+}
+
+
+@pytest.mark.backends("torch")
+@pytest.mark.parametrize("form", sorted(GRAD_FORMS))
+def test_torch_plain_tensor_path_and_general_path_agree(form):
+    import torch
+
+    @customgrad.custom_gradient
+    def square(x, *, scale=1.0):
+        return x * x * scale, lambda dy: GRAD_FORMS[form](x, dy)
+
+    def outcome(**kwargs):
+        x = t([1.0, 2.0]).requires_grad_(True)
+        try:
+            (g,) = torch.autograd.grad(square(x, **kwargs).sum(), x, allow_unused=True,
+                                       materialize_grads=True)
+        except customgrad.CustomGradientError as e:
+            return type(e), re.sub(r"`[^`]*`", "`fn`", str(e))
+        return g.dtype, npy(g).tolist()
+
+    fast, general = outcome(), outcome(scale=1.0)
+    assert fast == general, (fast, general)
+    if form in ("wrong shape", "too many", "python number"):
+        assert fast[0] is customgrad.CustomGradientError
+    else:
+        assert fast[0] == torch.float32
+
+
+@pytest.mark.backends("torch")
+def test_torch_plain_tensor_path_with_tuple_and_list_outputs():
+    import torch
+
+    for container in (tuple, list):
+        seen = {}
+
+        @customgrad.custom_gradient
+        def two(a, b):
+            def grad(du, dv, *, upstream=None):
+                seen["upstream"] = upstream
+                return du * b + dv, du * a
+
+            return container([a * b, a + 0.0]), grad
+
+        a, b = t([1.0, 2.0]).requires_grad_(True), t([3.0, 4.0]).requires_grad_(True)
+        out = two(a, b)
+        assert type(out) is container and len(out) == 2
+        ga, gb = torch.autograd.grad(out[0].sum(), (a, b))  # the second output unused: zeros
+        np.testing.assert_allclose(npy(ga), [3.0, 4.0])
+        np.testing.assert_allclose(npy(gb), [1.0, 2.0])
+        assert type(seen["upstream"]) is container
