@@ -322,7 +322,7 @@ def main():
     stack_memory = 2 ** (16 if quick else args.stack_memory)
     for fn_name in ("softplus", "swish", "three"):
         if "eager_tiny" in only:
-            timed("eager_tiny", fn_name, False, 8, 3 if quick else 15, 20 if quick else 200, 1e6)
+            timed("eager_tiny", fn_name, False, 8, 3 if quick else 30, 20 if quick else 100, 1e6)
         if "eager_large" in only:
             timed("eager_large", fn_name, False, large, 2 if quick else 7, 1 if quick else 3, 1e3)
         if "compiled_large" in only:

@@ -147,3 +147,31 @@ def test_outputs_are_not_kept_until_backward():
     g = customgrad.grad(loss)(t([1.0, 2.0]))
     assert freed == [True], "a tensor f returned was kept for the backward"
     np.testing.assert_allclose(npy(g), -np.cos([1.0, 2.0]), rtol=1e-6)
+
+
+@pytest.mark.backends("torch")
+def test_what_grad_fn_holds_goes_when_its_backward_ran():
+    # plain autograd frees a node's saved tensors once the node ran, not when the graph goes:
+    # h, a previous layer's output that only grad_fn holds, must not outlive its backward
+    import torch
+
+    held = []
+
+    @customgrad.custom_gradient
+    def square(x):
+        held.append(weakref.ref(x))
+        return x * x, lambda dy: dy * 2.0 * x
+
+    x = t([1.0, 2.0]).requires_grad_(True)
+    loss = square(square(x) * 1.0).sum()  # the inner output times a number: only grad_fn holds h
+    loss.backward()
+    assert held[1]() is None, "a tensor grad_fn holds outlived its backward"
+    np.testing.assert_allclose(npy(x.grad), 4.0 * np.array([1.0, 2.0]) ** 3)
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+
+    x.grad = None
+    loss = square(x).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()  # kept by retain_graph=True
+    np.testing.assert_allclose(npy(x.grad), 2 * 2.0 * np.array([1.0, 2.0]))

@@ -78,8 +78,22 @@ class _Link(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *cotangents):
-        return (None, None) + tuple(ctx.backward_fn(list(cotangents)))
+        backward_fn = ctx.backward_fn
+        if backward_fn is None:
+            raise RuntimeError(
+                "customgrad.custom_gradient: trying to backward through the graph a second time; "
+                "its grad_fn and the tensors it holds were freed after the first backward. Pass "
+                "retain_graph=True to the first backward to keep them."
+            )
+        if not torch.compiler.is_compiling() and not _keep_graph():
+            # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
+            # tensors it holds, often a previous layer's output) goes now, not when the whole
+            # graph does; else one more activation is alive at the backward's peak.
+            ctx.backward_fn = None
+        return (None, None) + tuple(backward_fn(list(cotangents)))
 
+
+_keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
 
 # autograd.Function.apply binds arguments for setup_context and unwraps functorch tensors before
 # it calls this; _Link has no setup_context, and the fast path runs without functorch transforms
