@@ -26,6 +26,7 @@ from .._variables import recording
 
 call_tensors = None  # no separate path for calls on plain tensors
 
+
 def tensor_value(leaf):
     if isinstance(leaf, jax.Array):
         return leaf

@@ -13,6 +13,7 @@ from .._core import OutputSpec
 
 call_tensors = None  # no separate path for calls on plain tensors
 
+
 def tensor_value(leaf):
     if isinstance(leaf, np.ndarray):
         return leaf

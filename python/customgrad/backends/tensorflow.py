@@ -23,6 +23,7 @@ from .._variables import recording
 
 call_tensors = None  # no separate path for calls on plain tensors
 
+
 def tensor_value(leaf):
     if isinstance(leaf, tf.Tensor):  # eager and symbolic tensors: checked first, it is cheap
         return leaf
