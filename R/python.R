@@ -108,8 +108,16 @@ py_fn <- function(module, name) {
 # own, so a call with a keyword `x` goes through the handle.
 #' @importFrom reticulate py_call py_to_r
 py_invoke <- function(fn, args) {
-  if (any(names(args) == "x")) return(do.call(fn, args))
-  res <- do.call(py_call, c(list(fn), args))
+  n <- if (is.null(names(args))) length(args) else -1L
+  res <- if (n == 1L) {
+    py_call(fn, args[[1L]])  # the common arities without do.call()
+  } else if (n == 2L) {
+    py_call(fn, args[[1L]], args[[2L]])
+  } else if (any(names(args) == "x")) {
+    return(do.call(fn, args))
+  } else {
+    do.call(py_call, c(list(fn), args))
+  }
   if (inherits(res, tensor_classes)) res else py_to_r(res)
 }
 

@@ -104,29 +104,33 @@ in_callback <- function(expr) {
 # become `customgrad_python_error` conditions carrying Python's message.
 with_py_errors <- function(expr, fn) {
   .cg$callback_error <- NULL
-  tryCatch(expr, error = function(e) {
-    inner <- .cg$callback_error
-    .cg$callback_error <- NULL
-    if (!is.null(inner)) {
-      if (inherits(inner, "customgrad_error")) stop(inner)
-      # an R error raised by the user's f or grad function: keep its message, give it a class
-      inner_msg <- conditionMessage(inner)
-      cg_abort(
-        c("An R function called by {.fn {fn}} raised an error.", x = "{inner_msg}"),
-        "customgrad_callback_error", call = NULL, parent = NA, r_error = inner
-      )
-    }
-    if (inherits(e, "customgrad_error")) stop(e)
-    msg <- python_message(e)
-    # the Python core's contract errors keep a specific class in R too
-    specific <- if (grepl("CustomGradientError", msg, fixed = TRUE)) {
-      "customgrad_custom_gradient_error"
-    }
+  # A calling handler rather than tryCatch(): this wraps every op call, and it costs less.
+  # py_error() always signals an error of its own, so the handler never returns.
+  withCallingHandlers(expr, error = function(e) py_error(e, fn))
+}
+
+py_error <- function(e, fn) {
+  inner <- .cg$callback_error
+  .cg$callback_error <- NULL
+  if (!is.null(inner)) {
+    if (inherits(inner, "customgrad_error")) stop(inner)
+    # an R error raised by the user's f or grad function: keep its message, give it a class
+    inner_msg <- conditionMessage(inner)
     cg_abort(
-      c("{.fn {fn}} failed in Python.", x = "{msg}"),
-      c(specific, "customgrad_python_error"), call = NULL, python_message = msg, parent = NULL
+      c("An R function called by {.fn {fn}} raised an error.", x = "{inner_msg}"),
+      "customgrad_callback_error", call = NULL, parent = NA, r_error = inner
     )
-  })
+  }
+  if (inherits(e, "customgrad_error")) stop(e)
+  msg <- python_message(e)
+  # the Python core's contract errors keep a specific class in R too
+  specific <- if (grepl("CustomGradientError", msg, fixed = TRUE)) {
+    "customgrad_custom_gradient_error"
+  }
+  cg_abort(
+    c("{.fn {fn}} failed in Python.", x = "{msg}"),
+    c(specific, "customgrad_python_error"), call = NULL, python_message = msg, parent = NULL
+  )
 }
 
 python_message <- function(e) {
