@@ -198,3 +198,93 @@ def test_called_directly_on_keras_input_the_model_keeps_the_custom_gradient():
     # plain autodiff of the ops inside would give NaN at 100: the model must call log1pexp
     np.testing.assert_array_equal(npy(customgrad.grad(lambda x: ops.sum(model(x)))(x)),
                                   [[1.0, 0.5]])
+
+
+class NoisyScale(keras.layers.Layer):
+    """A custom-gradient layer with state: f draws a random mask (advancing a SeedGenerator)
+    and counts its calls in a non-trainable weight; the mask and the count must advance once
+    per training step, as they do without a custom gradient."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(), initializer="ones", name="scale")
+        self.calls = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                     name="calls")
+        self.seed = keras.random.SeedGenerator(7)
+
+    def call(self, x):
+        scale, calls = self.scale, self.calls
+
+        @customgrad.custom_gradient
+        def f(x):
+            mask = keras.random.uniform(ops.shape(x), seed=self.seed)
+            calls.assign(calls + 1.0)
+            y = x * scale * mask
+
+            def grad(dy, variables=None):
+                return dy * scale * mask, [ops.sum(dy * x * mask)]
+
+            return y, grad
+
+        return f(x)
+
+
+@pytest.mark.parametrize("run_eagerly", [False, True], ids=["compiled", "eager"])
+def test_variables_assigned_inside_f_are_updated_by_fit(run_eagerly):
+    layer = NoisyScale()
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, layer(inputs))
+    model.compile(optimizer="sgd", loss="mse", run_eagerly=run_eagerly)
+    seed_before = npy(layer.seed.state.value)
+    x = np.ones((12, 3), "float32")
+    model.fit(x, np.zeros((12, 3), "float32"), batch_size=4, epochs=1, verbose=0)
+    assert float(npy(layer.calls.value)) == 3.0  # one forward per step of 3
+    assert not np.array_equal(npy(layer.seed.state.value), seed_before)
+    # every step drew a new mask: predictions after fit use yet another one
+    first, second = npy(model.predict(x[:1], verbose=0)), npy(model.predict(x[:1], verbose=0))
+    assert not np.allclose(first, second)
+    assert float(npy(layer.calls.value)) == 5.0
+
+
+def test_assignment_inside_grad_fn_during_fit():
+    steps = keras.Variable(0.0, trainable=False, name="steps")
+
+    @customgrad.custom_gradient
+    def f(x):
+        def grad(dy):
+            steps.assign(steps + 1.0)
+            return dy
+
+        return x * 1.0, grad
+
+    inputs = keras.Input((2,))
+    dense = keras.layers.Dense(2)
+    model = keras.Model(inputs, f(dense(inputs)))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((4, 2), "float32")
+    if BACKEND == "jax":
+        # jax's backward pass has no way out for a new variable value: a clear error, not a
+        # silently dropped update
+        with pytest.raises(CustomGradientError, match="assigned 1 variable.*Assign in the forward"):
+            model.fit(x, x, batch_size=4, epochs=1, verbose=0)
+    else:
+        model.fit(x, x, batch_size=4, epochs=1, verbose=0)
+        assert float(npy(steps.value)) == 1.0
+
+
+@pytest.mark.backends("jax")
+def test_loss_added_inside_f_during_fit_is_a_clear_error_on_jax():
+    class Regularized(keras.layers.Layer):
+        def call(self, x):
+            @customgrad.custom_gradient
+            def f(x):
+                self.add_loss(ops.sum(x * x))
+                return x * 1.0, lambda dy: dy
+
+            return f(x)
+
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, Regularized()(keras.layers.Dense(2)(inputs)))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((4, 2), "float32")
+    with pytest.raises(CustomGradientError, match="added a loss .*layer.add_loss.* inside its forward"):
+        model.fit(x, x, batch_size=4, epochs=1, verbose=0)

@@ -5,7 +5,9 @@ tensors it closes over become explicit residuals (with jax.make_jaxpr rather tha
 jax.closure_convert, whose strong per-function cache would keep every call's jaxpr and constants) (that is what makes jit, vmap and grad-of-grad
 work). Keras variables are inputs too: inside a stateless scope (model.fit, stateless_call) their
 values are tracers, so every traced float variable of the scope is passed to custom_vjp explicitly,
-and f and grad_fn run in a scope that binds those variables to these inputs.
+and f and grad_fn run in a scope that binds those variables to these inputs. Variables f assigns
+in that scope (a SeedGenerator's state, a moving mean) leave custom_vjp as extra outputs and are
+assigned in the caller's scope, so model.fit sees the updates.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
+from .._convention import CustomGradientError, fn_name
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -100,21 +103,48 @@ def _scope_mapping() -> dict | None:
     return get_stateless_scope().state_mapping if in_stateless_scope() else None
 
 
+class _BoundScope(StatelessScope):
+    """The stateless scope f and grad_fn run in: variable reads return this call's values, and
+    the assignments made inside are kept (in order, with their variables) to be passed on."""
+
+    def __init__(self, mapping: dict, collect_losses: bool):
+        super().__init__(collect_losses=collect_losses, initialize_variables=False)
+        self.state_mapping = mapping
+        self.updates = {}
+
+    def add_update(self, update):
+        super().add_update(update)
+        self.updates[id(update[0])] = update
+
+
 @contextmanager
-def _variables_bound(mapping: dict | None, ids: list, values):
-    """Variable reads inside the block return `values` for the variables `ids`.
+def _variables_bound(mapping: dict | None, ids: list, values, collect_losses=False):
+    """Variable reads inside the block return `values` for the variables `ids`; yields the
+    scope (None outside a stateless scope), which collects losses if `collect_losses`.
 
     Keras's JAX trainer keeps variable values in a stateless scope (and purges the variables
     themselves during fit), so f and grad_fn must read the values this call was given: the
     custom_vjp inputs, not the outer trace's tracers.
     """
     if mapping is None:
-        yield
+        yield None
         return
-    scope = StatelessScope(initialize_variables=False)
-    scope.state_mapping = {**mapping, **dict(zip(ids, values))}
-    with scope:
-        yield
+    with _BoundScope({**mapping, **dict(zip(ids, values))}, collect_losses) as scope:
+        yield scope
+
+
+def _passed_on(scope, name: str) -> list:
+    """The (variable, value) assignments made in `scope` by the forward of `name`."""
+    if scope is None:
+        return []
+    if scope.losses:
+        raise CustomGradientError(
+            f"customgrad.custom_gradient: `{name}` added a loss (layer.add_loss) inside its "
+            "forward; on jax inside a stateless scope (model.fit) such a loss cannot leave the "
+            "custom gradient and grad_fn does not define its gradient. Add the loss outside the "
+            "custom-gradient function."
+        )
+    return list(scope.updates.values())
 
 
 def call(inv):
@@ -135,19 +165,28 @@ def call(inv):
 
     primal_specs = [spec(p) for p in primals]
 
-    def bound(variable_values):
-        return _variables_bound(mapping, candidate_ids, variable_values)
+    # the forward collects losses as the caller's scope does (model.fit's does), to see them
+    collect_losses = mapping is not None and get_stateless_scope().collect_losses
+
+    def bound(variable_values, collect_losses=False):
+        return _variables_bound(mapping, candidate_ids, variable_values, collect_losses)
+
+    assigned = []  # the variables f assigned, in the order their values follow the outputs
 
     def forward(*primals):
-        with bound(primals[n_inputs:]), recording() as rec:
+        with bound(primals[n_inputs:], collect_losses) as scope, recording() as rec:
             out_leaves, grad_fn = inv.run_forward(primals[:n_inputs])
-        return [jnp.asarray(o) for o in out_leaves], grad_fn, rec
+        updates = _passed_on(scope, fn_name(inv.f))
+        assigned[:] = [variable for variable, _ in updates]
+        out_leaves = [jnp.asarray(o) for o in out_leaves]
+        return out_leaves, [jnp.asarray(value) for _, value in updates], grad_fn, rec
 
     def primal(*primals):
-        return forward(*primals)[0]
+        out_leaves, new_values, _, _ = forward(*primals)
+        return out_leaves + new_values
 
     def fwd(*primals):
-        out_leaves, grad_fn, rec = forward(*primals)
+        out_leaves, new_values, grad_fn, rec = forward(*primals)
         inv.release()
         variables, var_values = rec.variables, rec.raw_values
         float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
@@ -161,8 +200,15 @@ def call(inv):
             for j, ct in zip(float_outputs, cotangents):
                 full[j] = ct
             # grad_fn may read variables too (a closure over layer.kernel)
-            with bound(variable_primals):
+            with bound(variable_primals) as scope:
                 input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
+            if scope is not None and scope.updates:
+                raise CustomGradientError(
+                    f"customgrad.custom_gradient: grad_fn of `{fn_name(inv.f)}` assigned "
+                    f"{len(scope.updates)} variable(s); on jax inside a stateless scope "
+                    "(model.fit) an assignment cannot leave the backward pass. Assign in the "
+                    "forward instead."
+                )
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
             grads = list(input_grads) + [by_id.get(id(v)) for v in variable_primals]
             return [
@@ -171,14 +217,15 @@ def call(inv):
                 if p.floating
             ]
 
+        outputs = out_leaves + new_values
         if eager:
             # Eager jax.grad calls fwd and bwd on concrete arrays: grad_fn can stay a Python
             # closure, and tracing it (about a millisecond a call) is not needed.
-            return out_leaves, _Residuals(rule, [], float_outputs)
+            return outputs, _Residuals(rule, [], float_outputs)
         examples = [jax.ShapeDtypeStruct(out_leaves[j].shape, out_leaves[j].dtype)
                     for j in float_outputs]
         traced = jax.make_jaxpr(rule)(*examples)
-        return out_leaves, _Residuals(traced.jaxpr, traced.consts, float_outputs)
+        return outputs, _Residuals(traced.jaxpr, traced.consts, float_outputs)
 
     def bwd(res, cotangents):
         grads = iter(res(*[cotangents[j] for j in res.float_outputs]))
@@ -189,7 +236,11 @@ def call(inv):
 
     f = jax.custom_vjp(primal)
     f.defvjp(fwd, bwd)
-    return inv.rebuild_output(f(*primals))
+    results = f(*primals)
+    n_outputs = len(results) - len(assigned)
+    for variable, value in zip(assigned, results[n_outputs:]):
+        variable.assign(value)  # into the caller's stateless scope
+    return inv.rebuild_output(results[:n_outputs])
 
 
 def ones_like(x):
