@@ -1,10 +1,11 @@
-"""Which Keras variables a forward function reads.
+"""Which Keras variables a forward function reads (and whether it adds layer losses).
 
 tf.custom_gradient finds the variables a function reads through TensorFlow's tape; JAX and PyTorch
 have no such hook, and Keras's own custom_gradient silently drops their gradients there. Every read
 of a `keras.Variable` (`layer.kernel` used in an op, `variable.value`) goes through
 `Variable._maybe_autocast`, on every backend, so one small wrapper around that method records the
-reads.
+reads. A second one around `Layer.add_loss` counts the losses added, which a backend may not be
+able to differentiate.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def install() -> None:
         if _installed:
             return
         from keras.src.backend.common.variables import Variable
+        from keras.src.layers.layer import Layer
 
         original = Variable._maybe_autocast
 
@@ -38,7 +40,17 @@ def install() -> None:
                 recorder.read(self, value)
             return original(self, value)
 
+        original_add_loss = Layer.add_loss
+
+        def add_loss(self, loss):
+            recorder = getattr(_local, "recorder", None)
+            while recorder is not None:
+                recorder.losses_added += 1
+                recorder = recorder.parent
+            return original_add_loss(self, loss)
+
         Variable._maybe_autocast = _maybe_autocast
+        Layer.add_loss = add_loss
         _installed = True
 
 
@@ -55,13 +67,14 @@ class recording:
     True
     """
 
-    __slots__ = ("parent", "variables", "raw_values", "_seen")
+    __slots__ = ("parent", "variables", "raw_values", "_seen", "losses_added")
 
     def __enter__(self) -> "recording":
         if not _installed:
             install()
         self.parent = getattr(_local, "recorder", None)
         self.variables, self.raw_values, self._seen = [], [], None
+        self.losses_added = 0
         _local.recorder = self
         return self
 

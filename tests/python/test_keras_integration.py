@@ -271,8 +271,8 @@ def test_assignment_inside_grad_fn_during_fit():
         assert float(npy(steps.value)) == 1.0
 
 
-@pytest.mark.backends("jax")
-def test_loss_added_inside_f_during_fit_is_a_clear_error_on_jax():
+@pytest.mark.parametrize("run_eagerly", [False, True], ids=["compiled", "eager"])
+def test_loss_added_inside_f_during_fit(run_eagerly):
     class Regularized(keras.layers.Layer):
         def call(self, x):
             @customgrad.custom_gradient
@@ -282,9 +282,44 @@ def test_loss_added_inside_f_during_fit_is_a_clear_error_on_jax():
 
             return f(x)
 
+    dense = keras.layers.Dense(2, kernel_initializer="ones", use_bias=False)
     inputs = keras.Input((2,))
-    model = keras.Model(inputs, Regularized()(keras.layers.Dense(2)(inputs)))
-    model.compile(optimizer="sgd", loss="mse")
+    model = keras.Model(inputs, Regularized()(dense(inputs)))
+    # the only loss is the one f adds: sum((x @ W)^2) with x = 1, W = 1 -> dL/dW = 2 * 2 * 4 rows
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=lambda y, p: 0.0 * ops.sum(p),
+                  run_eagerly=run_eagerly)
     x = np.ones((4, 2), "float32")
-    with pytest.raises(CustomGradientError, match="added a loss .*layer.add_loss.* inside its forward"):
+    if BACKEND == "torch":
+        # f runs with autograd on: the loss is differentiated through f's own ops
         model.fit(x, x, batch_size=4, epochs=1, verbose=0)
+        np.testing.assert_allclose(npy(dense.kernel.value), np.full((2, 2), 1.0 - 0.01 * 16.0),
+                                   rtol=1e-5)
+    else:
+        # jax's custom_vjp and TensorFlow's unrecorded forward have no path for it: an error,
+        # not a loss whose gradient is silently zero
+        with pytest.raises(CustomGradientError, match=r"added a loss \(layer.add_loss\) inside its"):
+            model.fit(x, x, batch_size=4, epochs=1, verbose=0)
+
+
+@pytest.mark.backends("tensorflow")
+def test_loss_added_inside_f_under_nested_tapes_is_differentiated():
+    import tensorflow as tf
+
+    class Regularized(keras.layers.Layer):
+        def call(self, x):
+            @customgrad.custom_gradient
+            def f(x):
+                self.add_loss(ops.sum(x * x))
+                return x * 1.0, lambda dy: dy
+
+            return f(x)
+
+    layer, x = Regularized(), tf.constant([1.0, 2.0])
+    # under two tapes f's ops are recorded (for second derivatives), so the loss has its path
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            loss = ops.sum(layer(x)) + sum(layer.losses)
+        grad = inner.gradient(loss, x)
+    np.testing.assert_allclose(npy(grad), [3.0, 5.0])  # 1 + 2x

@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
-from .._convention import fn_name
+from .._convention import CustomGradientError, fn_name
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -88,10 +88,8 @@ def call(inv):
     # grad_fn, so the tape need not keep f's intermediates (tf.custom_gradient records them all:
     # 1.25x the memory of plain autodiff for a recomputing swish). Under nested or persistent
     # tapes they stay recorded, so second derivatives through grad_fn's closure stay correct.
-    first_order_only = (
-        gradients_util.PossibleTapeGradientTypes(inv.tensor_values)
-        == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
-    )
+    gradient_types = gradients_util.PossibleTapeGradientTypes(inv.tensor_values)
+    first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
         return _call_eager(inv, first_order_only)
 
@@ -100,6 +98,8 @@ def call(inv):
         quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
         with recording() as rec, quiet:
             out_leaves, grad_fn = inv.run_forward(tensors)
+        if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
+            raise _loss_error(inv)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
         inv.release()
         variables, var_values = rec.variables, rec.raw_values
@@ -128,6 +128,8 @@ def _call_eager(inv, first_order_only):
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
     if not record.could_possibly_record():  # no tape: nothing to record
         return inv.output
+    if rec.losses_added and first_order_only:
+        raise _loss_error(inv)
     variables, var_values = rec.variables, rec.raw_values
     with record.stop_recording():
         # new tensors (no copy): an output that is an input, or a tensor some tape already
@@ -145,6 +147,17 @@ def _call_eager(inv, first_order_only):
     result = inv.rebuild_output(outputs)
     inv.release()
     return result
+
+
+def _loss_error(inv):
+    # f ran unrecorded (or inside tf.custom_gradient's graph function): a loss it added has no
+    # path to the inputs, so its gradient would be silently zero
+    return CustomGradientError(
+        f"customgrad.custom_gradient: `{fn_name(inv.f)}` added a loss (layer.add_loss) inside its "
+        "forward while a gradient tape watches it; on tensorflow the ops of f are not recorded "
+        "for the tape, so that loss would get no gradient. Add the loss outside the "
+        "custom-gradient function."
+    )
 
 
 def ones_like(x):
