@@ -158,6 +158,44 @@ def test_grad_of_grad_when_grad_fn_uses_forward_tensors():
                                sigmoid_prime(2.0), rtol=1e-5)
 
 
+# keras.ops.vectorized_map is jax.vmap / torch.vmap / tf.vectorized_map
+@pytest.mark.backends("jax", "torch")
+def test_gradient_through_keras_vectorized_map():
+    # under torch.vmap an input says requires_grad=False: the call must link it all the same,
+    # else the gradient is autodiff of f (NaN at 100)
+    g = customgrad.grad(lambda x: ops.sum(ops.vectorized_map(log1pexp, x)))(t(X))
+    np.testing.assert_allclose(npy(g), SIGMOID, rtol=1e-6)
+
+
+@pytest.mark.backends("tensorflow")
+def test_tf_vectorized_map_drops_custom_gradients_tf_custom_gradient_too():
+    # A TensorFlow limitation, recorded here so that it is noticed when it changes: pfor rewrites
+    # the IdentityN that carries a custom gradient without its gradient override, so a tape
+    # around tf.vectorized_map differentiates f's own ops. keras.ops.map is unaffected.
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def tf_log1pexp(x):
+        e = tf.exp(x)
+        return tf.math.log1p(e), lambda dy: dy * (1 - 1 / (1 + e))
+
+    x = t(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf.vectorized_map(tf_log1pexp, x))
+    assert np.isnan(npy(tape.gradient(y, x))[2])
+    g = customgrad.grad(lambda x: ops.sum(ops.map(log1pexp, x)))(x)
+    np.testing.assert_allclose(npy(g), SIGMOID, rtol=1e-6)
+
+
+def test_per_example_gradients_inside_keras_vectorized_map():
+    per_example = ops.vectorized_map(customgrad.grad(log1pexp), t(X))
+    np.testing.assert_allclose(npy(per_example), SIGMOID, rtol=1e-6)
+    values, grads = ops.vectorized_map(customgrad.value_and_grad(log1pexp), t(X))
+    np.testing.assert_allclose(npy(grads), SIGMOID, rtol=1e-6)
+    np.testing.assert_allclose(npy(values)[:2], np.logaddexp(0.0, X[:2]), rtol=1e-6)  # inf at 100
+
+
 # torch's calls on plain tensors take a shorter path (backends/torch.py: call_tensors); a keyword
 # argument sends the same function down the general one. Both must agree on every kind of
 # gradient grad_fn may return, and on every error.

@@ -217,9 +217,12 @@ def _link(inv, rec, out_leaves, grad_fn):
     `_Link`, whose backward runs grad_fn; returns the output (or f's, when nothing needs grad)."""
     if not torch.is_grad_enabled():
         return inv.output
+    # Under torch.vmap a batched tensor says requires_grad=False even when the tensor it wraps
+    # requires grad: under functorch transforms every differentiable input is linked.
+    transformed = torch._C._are_functorch_transforms_active()
     inputs = [
         k for k, (t, diff) in enumerate(zip(inv.tensor_values, inv.differentiable))
-        if diff and t.requires_grad
+        if diff and (transformed or t.requires_grad)
     ]
     variables, var_values = rec.variables, rec.raw_values
     linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)] if var_values else ()
@@ -257,7 +260,7 @@ def _link(inv, rec, out_leaves, grad_fn):
     linked_inputs = inv.tensor_values if every_input else [inv.tensor_values[k] for k in inputs]
     if linked_vars:
         linked_inputs = linked_inputs + [var_values[i] for i in linked_vars]
-    if torch._C._are_functorch_transforms_active():
+    if transformed:
         linked = _FunctorchLink.apply(backward, len(outputs), *outputs, *linked_inputs)
     else:
         linked = _Link.apply(backward, outputs, *linked_inputs)
@@ -278,6 +281,8 @@ def vjp_flat(fn, values):
     Inputs that already require grad (inside an outer grad) are used as they are and the backward
     builds a graph, so grad of grad works.
     """
+    if torch._C._are_functorch_transforms_active():
+        return _functorch_vjp(fn, values)
     nested = any(v.requires_grad for v in values)
     with torch.enable_grad():
         inputs = [v if v.requires_grad else v.detach().requires_grad_(True) for v in values]
@@ -297,6 +302,33 @@ def vjp_flat(fn, values):
             allow_unused=True, materialize_grads=True,
         )
         return list(grads)
+
+    return outputs, backward
+
+
+def _functorch_vjp(fn, values):
+    """vjp_flat inside torch.func transforms (torch.vmap: keras.ops.vectorized_map), where
+    requires_grad_() is not allowed: through torch.func.vjp, for the floating-point outputs."""
+    split = {}  # which outputs are floating-point, and the others as fn returned them
+
+    def float_outputs(*inputs):
+        outputs = fn(*inputs)
+        keep = [isinstance(o, torch.Tensor) and is_float(o) for o in outputs]
+        split["keep"], split["others"] = keep, {j: o for j, o in enumerate(outputs) if not keep[j]}
+        return tuple(o for o, k in zip(outputs, keep) if k)
+
+    floats, back = torch.func.vjp(float_outputs, *values)
+    keep, floats = split["keep"], iter(floats)
+    outputs = [next(floats) if k else split["others"][j] for j, k in enumerate(keep)]
+
+    def backward(cotangents):
+        cts = tuple(
+            torch.zeros_like(o) if ct is None else torch.as_tensor(ct, dtype=o.dtype)
+            for o, ct, k in zip(outputs, cotangents, keep) if k
+        )
+        if not cts:
+            return [torch.zeros_like(v) for v in values]
+        return list(back(cts))
 
     return outputs, backward
 
