@@ -259,3 +259,30 @@ def test_torch_plain_tensor_path_with_tuple_and_list_outputs():
         np.testing.assert_allclose(npy(ga), [3.0, 4.0])
         np.testing.assert_allclose(npy(gb), [1.0, 2.0])
         assert type(seen["upstream"]) is container
+
+
+@pytest.mark.backends("torch")
+@pytest.mark.parametrize("path", ["plain tensors", "general"])
+def test_torch_tensor_grad_fn_uses_changed_in_place_is_an_error(path):
+    # autograd raises for a saved tensor modified in place; grad_fn's closure gets the same check
+    import torch
+
+    @customgrad.custom_gradient
+    def square(x, *, scale=1.0):
+        return x * x * scale, lambda dy: dy * 2.0 * x * scale
+
+    kwargs = {} if path == "plain tensors" else {"scale": 1.0}
+    x = t([1.0, 2.0]).requires_grad_(True)
+    h = x * 1.0
+    y = square(h, **kwargs)
+    h.mul_(10.0)
+    with pytest.raises(RuntimeError, match=re.escape(
+            "`x`, a tensor the grad_fn of `test_torch_tensor_grad_fn_uses_changed_in_place_is_an_"
+            "error.<locals>.square` uses (shape (2,)), was modified by an in-place operation "
+            "after the forward (version 0, now 1)")):
+        y.sum().backward()
+    h = x * 1.0
+    y = square(h, **kwargs)
+    h.clone().mul_(10.0)  # a clone is fine
+    (g,) = torch.autograd.grad(y.sum(), x)
+    np.testing.assert_allclose(npy(g), [2.0, 4.0])

@@ -17,7 +17,7 @@ import torch
 
 from torch._functorch.utils import unwrap_dead_wrappers
 
-from .._convention import inspect_grad_fn
+from .._convention import fn_name, inspect_grad_fn
 from .._core import Invocation, OutputSpec
 from .._variables import recording
 
@@ -158,10 +158,13 @@ def call_tensors(f, args):
     out_meta = [(o.shape, o.dtype, o.device) for o in outputs]
     in_meta = [(a.shape, a.dtype, a.device) for a in args]
     upstream_keyword = inspect_grad_fn(grad_fn).upstream_keyword
+    versions = _closure_versions(grad_fn)
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
     del output
 
     def backward(cotangents):
+        if versions:
+            _check_versions(versions, f)
         upstream = cotangents[0] if single else container(cotangents)
         if upstream_keyword:
             grads = grad_fn(*cotangents, upstream=upstream)
@@ -208,6 +211,45 @@ def _is_simple(result, args, rec) -> bool:
     )
 
 
+def _closure_versions(grad_fn) -> list:
+    """(name, tensor, version) for each tensor grad_fn's closure holds.
+
+    As autograd checks the tensors saved for backward, the backward checks that none of them was
+    changed in place since the forward: grad_fn would compute with the new values, a wrong
+    gradient and no error.
+    """
+    # compiled graphs are functional, and dynamo cannot read a closure's cells
+    if torch.compiler.is_compiling():
+        return []
+    cells = getattr(grad_fn, "__closure__", None)
+    if not cells:
+        return []
+    names = grad_fn.__code__.co_freevars
+    return [
+        (name, cell.cell_contents, cell.cell_contents._version)
+        for name, cell in zip(names, cells)
+        if _holds_tensor(cell)
+    ]
+
+
+def _holds_tensor(cell) -> bool:
+    try:
+        return isinstance(cell.cell_contents, torch.Tensor)
+    except ValueError:  # an empty cell: a variable not assigned yet
+        return False
+
+
+def _check_versions(versions, f):
+    for name, tensor, version in versions:
+        if tensor._version != version:
+            raise RuntimeError(
+                f"customgrad.custom_gradient: `{name}`, a tensor the grad_fn of `{fn_name(f)}` "
+                f"uses (shape {tuple(tensor.shape)}), was modified by an in-place operation after "
+                f"the forward (version {version}, now {tensor._version}), so the gradient would "
+                "be wrong. Modify a clone, or compute the new value out of place."
+            )
+
+
 def _this_module():
     return sys.modules[__name__]
 
@@ -243,7 +285,11 @@ def _link(inv, rec, out_leaves, grad_fn):
     every_output = len(linked_outputs) == n_outputs
     every_input = len(inputs) == len(inv.tensor_values)
 
+    versions = _closure_versions(grad_fn)
+
     def backward(cotangents):
+        if versions:
+            _check_versions(versions, inv.f)
         if every_output:
             full = list(cotangents)
         else:
