@@ -271,17 +271,20 @@ def test_assignment_inside_grad_fn_during_fit():
         assert float(npy(steps.value)) == 1.0
 
 
+class Regularized(keras.layers.Layer):
+    """Adds an activity loss inside its custom-gradient function."""
+
+    def call(self, x):
+        @customgrad.custom_gradient
+        def f(x):
+            self.add_loss(ops.sum(x * x))
+            return x * 1.0, lambda dy: dy
+
+        return f(x)
+
+
 @pytest.mark.parametrize("run_eagerly", [False, True], ids=["compiled", "eager"])
 def test_loss_added_inside_f_during_fit(run_eagerly):
-    class Regularized(keras.layers.Layer):
-        def call(self, x):
-            @customgrad.custom_gradient
-            def f(x):
-                self.add_loss(ops.sum(x * x))
-                return x * 1.0, lambda dy: dy
-
-            return f(x)
-
     dense = keras.layers.Dense(2, kernel_initializer="ones", use_bias=False)
     inputs = keras.Input((2,))
     model = keras.Model(inputs, Regularized()(dense(inputs)))
@@ -304,15 +307,6 @@ def test_loss_added_inside_f_during_fit(run_eagerly):
 @pytest.mark.backends("tensorflow")
 def test_loss_added_inside_f_under_nested_tapes_is_differentiated():
     import tensorflow as tf
-
-    class Regularized(keras.layers.Layer):
-        def call(self, x):
-            @customgrad.custom_gradient
-            def f(x):
-                self.add_loss(ops.sum(x * x))
-                return x * 1.0, lambda dy: dy
-
-            return f(x)
 
     layer, x = Regularized(), tf.constant([1.0, 2.0])
     # under two tapes f's ops are recorded (for second derivatives), so the loss has its path
