@@ -155,6 +155,9 @@ def _torch_worker(rank, world, port, x, y, queue):
         optimizer.step()
     if rank == 0:
         queue.put([w.detach().numpy().copy() for w in model.parameters()])
+    # both ranks leave together: a rank that tears gloo down while the other still talks to it
+    # can abort the other (one CI run: "terminate called without an active exception", -6)
+    dist.barrier()
     dist.destroy_process_group()
 
 
