@@ -33,6 +33,14 @@ def fn_name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+def loss_in_forward_error(f, why: str) -> CustomGradientError:
+    """The error for a `layer.add_loss` inside f where the backend cannot differentiate it."""
+    return CustomGradientError(
+        f"customgrad.custom_gradient: `{fn_name(f)}` added a loss (layer.add_loss) inside its "
+        f"forward; {why}. Add the loss outside the custom-gradient function."
+    )
+
+
 @dataclass(frozen=True)
 class GradSignature:
     upstream_keyword: bool

@@ -22,7 +22,7 @@ import numpy as np
 from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
-from .._convention import CustomGradientError, fn_name
+from .._convention import CustomGradientError, fn_name, loss_in_forward_error
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -107,8 +107,8 @@ class _BoundScope(StatelessScope):
     """The stateless scope f and grad_fn run in: variable reads return this call's values, and
     the assignments made inside are kept (in order, with their variables) to be passed on."""
 
-    def __init__(self, mapping: dict, collect_losses: bool):
-        super().__init__(collect_losses=collect_losses, initialize_variables=False)
+    def __init__(self, mapping: dict):
+        super().__init__(initialize_variables=False)
         self.state_mapping = mapping
         self.updates = {}
 
@@ -118,9 +118,9 @@ class _BoundScope(StatelessScope):
 
 
 @contextmanager
-def _variables_bound(mapping: dict | None, ids: list, values, collect_losses=False):
+def _variables_bound(mapping: dict | None, ids: list, values):
     """Variable reads inside the block return `values` for the variables `ids`; yields the
-    scope (None outside a stateless scope), which collects losses if `collect_losses`.
+    scope (None outside a stateless scope).
 
     Keras's JAX trainer keeps variable values in a stateless scope (and purges the variables
     themselves during fit), so f and grad_fn must read the values this call was given: the
@@ -129,22 +129,8 @@ def _variables_bound(mapping: dict | None, ids: list, values, collect_losses=Fal
     if mapping is None:
         yield None
         return
-    with _BoundScope({**mapping, **dict(zip(ids, values))}, collect_losses) as scope:
+    with _BoundScope({**mapping, **dict(zip(ids, values))}) as scope:
         yield scope
-
-
-def _passed_on(scope, name: str) -> list:
-    """The (variable, value) assignments made in `scope` by the forward of `name`."""
-    if scope is None:
-        return []
-    if scope.losses:
-        raise CustomGradientError(
-            f"customgrad.custom_gradient: `{name}` added a loss (layer.add_loss) inside its "
-            "forward; on jax inside a stateless scope (model.fit) such a loss cannot leave the "
-            "custom gradient and grad_fn does not define its gradient. Add the loss outside the "
-            "custom-gradient function."
-        )
-    return list(scope.updates.values())
 
 
 def call(inv):
@@ -165,18 +151,22 @@ def call(inv):
 
     primal_specs = [spec(p) for p in primals]
 
-    # the forward collects losses as the caller's scope does (model.fit's does), to see them
+    # a caller that collects losses (model.fit) would lose one added inside f
     collect_losses = mapping is not None and get_stateless_scope().collect_losses
 
-    def bound(variable_values, collect_losses=False):
-        return _variables_bound(mapping, candidate_ids, variable_values, collect_losses)
+    def bound(variable_values):
+        return _variables_bound(mapping, candidate_ids, variable_values)
 
     assigned = []  # the variables f assigned, in the order their values follow the outputs
 
     def forward(*primals):
-        with bound(primals[n_inputs:], collect_losses) as scope, recording() as rec:
+        with bound(primals[n_inputs:]) as scope, recording() as rec:
             out_leaves, grad_fn = inv.run_forward(primals[:n_inputs])
-        updates = _passed_on(scope, fn_name(inv.f))
+        if rec.losses_added and collect_losses:
+            raise loss_in_forward_error(
+                inv.f, "on jax inside a stateless scope (model.fit) such a loss cannot leave the "
+                "custom gradient, and grad_fn does not define its gradient")
+        updates = list(scope.updates.values()) if scope is not None else []
         assigned[:] = [variable for variable, _ in updates]
         out_leaves = [jnp.asarray(o) for o in out_leaves]
         return out_leaves, [jnp.asarray(value) for _, value in updates], grad_fn, rec

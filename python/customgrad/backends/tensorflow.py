@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
-from .._convention import CustomGradientError, fn_name
+from .._convention import fn_name, loss_in_forward_error
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -152,12 +152,9 @@ def _call_eager(inv, first_order_only):
 def _loss_error(inv):
     # f ran unrecorded (or inside tf.custom_gradient's graph function): a loss it added has no
     # path to the inputs, so its gradient would be silently zero
-    return CustomGradientError(
-        f"customgrad.custom_gradient: `{fn_name(inv.f)}` added a loss (layer.add_loss) inside its "
-        "forward while a gradient tape watches it; on tensorflow the ops of f are not recorded "
-        "for the tape, so that loss would get no gradient. Add the loss outside the "
-        "custom-gradient function."
-    )
+    return loss_in_forward_error(
+        inv.f, "on tensorflow the ops of f are not recorded for the gradient tape that watches "
+        "it, so that loss would get no gradient")
 
 
 def ones_like(x):
