@@ -26,7 +26,11 @@ as_argnums <- function(argnums, what) {
 call_args <- function(..., .f = NULL) {
   args <- list(...)
   # the common case, tensors passed positionally: nothing to convert
-  if (is.null(names(args)) && all(vapply(args, is_py_object, TRUE))) return(args)
+  if (is.null(names(args))) {
+    all_py <- TRUE
+    for (a in args) if (!inherits(a, "python.builtin.object")) { all_py <- FALSE; break }
+    if (all_py) return(args)
+  }
   args <- positional_args(.f, args)
   lapply(args, function(a) if (is.list(a)) as_tensor_arg(a) else as_tensor(a))
 }

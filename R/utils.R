@@ -24,7 +24,11 @@
 #' t <- tuple(1, "a")
 #' t[[2]]
 #' @export
-tuple <- function(...) structure(list(...), class = c("customgrad_tuple", "list"))
+tuple <- function(...) {
+  x <- list(...)
+  class(x) <- c("customgrad_tuple", "list")  # not structure(): this runs in every forward
+  x
+}
 
 #' @exportS3Method reticulate::r_to_py
 r_to_py.customgrad_tuple <- function(x, convert = FALSE) {
@@ -103,7 +107,7 @@ in_callback <- function(expr) {
 # errors from callbacks become `customgrad_callback_error` (original kept in `r_error`), Python errors
 # become `customgrad_python_error` conditions carrying Python's message.
 with_py_errors <- function(expr, fn) {
-  .cg$callback_error <- NULL
+  if (!is.null(.cg$callback_error)) .cg$callback_error <- NULL
   # A calling handler rather than tryCatch(): this wraps every op call, and it costs less.
   # py_error() always signals an error of its own, so the handler never returns.
   withCallingHandlers(expr, error = function(e) py_error(e, fn))
