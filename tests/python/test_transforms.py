@@ -286,3 +286,69 @@ def test_torch_tensor_grad_fn_uses_changed_in_place_is_an_error(path):
     h.clone().mul_(10.0)  # a clone is fine
     (g,) = torch.autograd.grad(y.sum(), x)
     np.testing.assert_allclose(npy(g), [2.0, 4.0])
+
+
+# --- forward mode (JVPs) ----------------------------------------------------------------------
+# A custom gradient defines reverse-mode derivatives. Where a backend derives a JVP from it, the
+# JVP is grad_fn's (1 at 100 for log1pexp); where it would differentiate f's own ops instead, the
+# call is an error, never the silent NaN (or zero) of f's derivative.
+FORWARD_MODE_REFUSED = "was called under forward-mode differentiation"
+
+
+@pytest.mark.backends("jax")
+def test_jax_forward_mode_is_jax_s_own_error_and_forward_over_reverse_works():
+    import jax
+
+    x = t([0.0, 100.0])
+    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+        jax.jvp(log1pexp, (x,), (ops.ones_like(x),))
+    # jacfwd of the reverse gradient (not at 100: this grad_fn's own derivative overflows there)
+    hessian = jax.hessian(lambda v: ops.sum(log1pexp(v)))(t([0.0, 2.0]))
+    np.testing.assert_allclose(npy(hessian), np.diag(sigmoid_prime([0.0, 2.0])), rtol=1e-6)
+
+
+@pytest.mark.backends("torch")
+def test_torch_forward_mode_is_an_error_and_the_reverse_mode_jvp_uses_grad_fn():
+    import torch
+    import torch.autograd.forward_ad as fwAD
+
+    x = t([0.0, 100.0])
+    with fwAD.dual_level(), pytest.raises(customgrad.CustomGradientError,
+                                          match=FORWARD_MODE_REFUSED):
+        log1pexp(fwAD.make_dual(x, torch.ones_like(x)))
+    with pytest.raises(customgrad.CustomGradientError, match=FORWARD_MODE_REFUSED):
+        torch.func.jvp(log1pexp, (x,), (torch.ones_like(x),))
+    # the double-backward JVP is built from grad_fn
+    _, jvp = torch.autograd.functional.jvp(log1pexp, x.clone().requires_grad_(True),
+                                           torch.ones_like(x))
+    np.testing.assert_allclose(npy(jvp), [0.5, 1.0])
+    # outside a dual level nothing changes (the check is one attribute read)
+    xr = t([0.0, 100.0]).requires_grad_(True)
+    (g,) = torch.autograd.grad(log1pexp(xr).sum(), xr)
+    np.testing.assert_allclose(npy(g), [0.5, 1.0])
+
+
+@pytest.mark.backends("tensorflow")
+def test_tf_forward_accumulator_uses_grad_fn_or_is_an_error():
+    import tensorflow as tf
+
+    x = t([0.0, 100.0])
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:  # eager: grad_fn transposed
+        y = log1pexp(x)
+    np.testing.assert_allclose(npy(acc.jvp(y)), [0.5, 1.0])
+    compiled = tf.function(log1pexp)
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:  # around a tf.function call
+        y = compiled(x)
+    np.testing.assert_allclose(npy(acc.jvp(y)), [0.5, 1.0])
+
+    @tf.function
+    def jvp_inside(v):
+        with tf.autodiff.ForwardAccumulator(v, tf.ones_like(v)) as inner:
+            out = log1pexp(v)
+        return inner.jvp(out)
+
+    # inside a tf.function the accumulator would see tf.custom_gradient's IdentityN, not grad_fn:
+    # zero here (tf.custom_gradient itself gives f's own derivative, NaN at 100). autograph
+    # re-raises exceptions of types it does not know as its StagingError, with the message.
+    with pytest.raises(Exception, match=FORWARD_MODE_REFUSED):
+        jvp_inside(x)

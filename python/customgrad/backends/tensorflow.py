@@ -13,10 +13,11 @@ import contextlib
 
 import keras
 import tensorflow as tf
+from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accumulator watches
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
-from .._convention import fn_name, loss_in_forward_error
+from .._convention import fn_name, forward_mode_error, loss_in_forward_error
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -92,6 +93,7 @@ def call(inv):
     first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
         return _call_eager(inv, first_order_only)
+    _refuse_inner_accumulator(inv)
 
     @tf.custom_gradient
     def forward(*tensors):
@@ -147,6 +149,19 @@ def _call_eager(inv, first_order_only):
     result = inv.rebuild_output(outputs)
     inv.release()
     return result
+
+
+def _refuse_inner_accumulator(inv):
+    """A tf.autodiff.ForwardAccumulator opened inside a tf.function sees tf.custom_gradient's
+    IdentityN, not grad_fn: its JVP is f's own derivative (or zero, when f ran unrecorded).
+    In eager mode the recorded operation's backward is transposed, and an accumulator around a
+    tf.function call transposes the function's gradient: both use grad_fn."""
+    _, tangents = pywrap_tfe.TFE_Py_PackJVPs(list(inv.tensor_values))
+    if tangents:
+        raise forward_mode_error(
+            inv.f, "a tf.autodiff.ForwardAccumulator opened inside a tf.function",
+            "Open the accumulator in eager mode (around the tf.function call, or with no "
+            "tf.function), where its JVP is computed from grad_fn, or use a GradientTape.")
 
 
 def _loss_error(inv):

@@ -16,8 +16,9 @@ import keras
 import torch
 
 from torch._functorch.utils import unwrap_dead_wrappers
+from torch.autograd import forward_ad
 
-from .._convention import fn_name, inspect_grad_fn
+from .._convention import fn_name, forward_mode_error, inspect_grad_fn
 from .._core import Invocation, OutputSpec
 from .._variables import recording
 
@@ -129,6 +130,7 @@ def _requires_grad(t) -> bool:
 
 
 def call(inv):
+    _refuse_dual_tensors(inv.f, inv.tensor_values)
     with recording() as rec:
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
     return _link(inv, rec, out_leaves, grad_fn)
@@ -144,6 +146,7 @@ def call_tensors(f, args):
     call's whole cost). Anything else takes the general path, and so does a grad_fn result that is
     not already one tensor of the right shape and dtype per argument: same results, same errors.
     """
+    _refuse_dual_tensors(f, args)
     with recording() as rec:
         result = f(*args)
     if not _is_simple(result, args, rec):
@@ -188,6 +191,19 @@ def call_tensors(f, args):
     else:  # what Function.apply ends in, without its checks for cases ruled out above (4 us)
         linked = _link_apply(backward, outputs, *unwrap_dead_wrappers(args))
     return linked[0] if single else container(linked)
+
+
+def _refuse_dual_tensors(f, tensors):
+    """A dual tensor (torch.autograd.forward_ad) says requires_grad=False, so the call would run
+    f unlinked and forward-mode AD would differentiate f's own ops (NaN for log1pexp at 100)."""
+    if forward_ad._current_level < 0:  # no dual_level open: one module attribute read
+        return
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None:
+            raise forward_mode_error(
+                f, "a dual tensor: torch.autograd.forward_ad or torch.func.jvp",
+                "Use reverse mode (customgrad.grad, customgrad.vjp, torch.autograd.grad); "
+                "torch.autograd.functional.jvp computes a JVP from the reverse-mode gradient.")
 
 
 def _is_simple(result, args, rec) -> bool:
