@@ -33,6 +33,12 @@ def vjp(f, *primals, has_aux: bool = False):
         >>> float(vjp_fn(keras.ops.convert_to_tensor(2.0))[0])
         2.0
     """
+    return _vjp(f, primals, has_aux, reusable=True)
+
+
+def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
+    """`vjp`; `reusable=False` when vjp_fn runs once (grad, value_and_grad), which lets the
+    tensorflow backend use a non-persistent tape."""
     B = backend_module()
     if not hasattr(B, "vjp_flat"):
         raise NotImplementedError(
@@ -66,7 +72,7 @@ def vjp(f, *primals, has_aux: bool = False):
         # aside from the traced function would be a leaked tracer
         return out_leaves + (_tree.flatten(aux) if has_aux else [])
 
-    all_leaves, back = B.vjp_flat(flat_fn, [values[i] for i in diff])
+    all_leaves, back = B.vjp_flat(flat_fn, [values[i] for i in diff], reusable)
     n_out = structure["n_out"]
     outputs = _tree.unflatten(structure["out"], all_leaves[:n_out])
     if has_aux:
@@ -126,7 +132,7 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
                 full[n] = value
             return f(*full, **kwargs)
 
-        result = vjp(on_selected, *[args[n] for n in nums_], has_aux=has_aux)
+        result = _vjp(on_selected, tuple(args[n] for n in nums_), has_aux, reusable=False)
         out, vjp_fn = result[0], result[1]
         B = backend_module()
         value = B.tensor_value(out) if _tree.flatten(out) == [out] else None

@@ -237,8 +237,9 @@ def ones_like(x):
     return jnp.ones(x.shape, x.dtype)
 
 
-def vjp_flat(fn, values):
-    """Runs fn(*values) -> output leaves; returns (outputs, back(cotangent leaves) -> grads)."""
+def vjp_flat(fn, values, reusable=True):
+    """Runs fn(*values) -> output leaves; returns (outputs, back(cotangent leaves) -> grads).
+    (A jax VJP function can always run again: `reusable` is for tensorflow's tape.)"""
     outputs, back = jax.vjp(lambda *v: fn(*v), *values)
 
     def backward(cotangents):

@@ -176,9 +176,14 @@ def ones_like(x):
     return tf.ones_like(x)
 
 
-def vjp_flat(fn, values):
-    """Runs fn(*values) -> output leaves under a tape; returns (outputs, back(cotangents))."""
-    with tf.GradientTape(persistent=True) as tape:
+def vjp_flat(fn, values, reusable=True):
+    """Runs fn(*values) -> output leaves under a tape; returns (outputs, back(cotangents)).
+
+    The tape is persistent only when back may run more than once: under a persistent (or nested)
+    tape TensorFlow drops custom gradients, tf.custom_gradient's too, of calls inside
+    tf.cond/tf.while_loop branches of a tf.function and inside a tf.function called under it.
+    """
+    with tf.GradientTape(persistent=reusable) as tape:
         for v in values:
             tape.watch(v)
         outputs = fn(*values)

@@ -337,11 +337,12 @@ def ones_like(x):
     return torch.ones_like(x)
 
 
-def vjp_flat(fn, values):
+def vjp_flat(fn, values, reusable=True):
     """Runs fn(*values) -> output leaves with autograd on; returns (outputs, back(cotangents)).
 
     Inputs that already require grad (inside an outer grad) are used as they are and the backward
-    builds a graph, so grad of grad works.
+    builds a graph, so grad of grad works. The graph is kept after back either way (`reusable`
+    is for tensorflow's tape).
     """
     if torch._C._are_functorch_transforms_active():
         return _functorch_vjp(fn, values)
