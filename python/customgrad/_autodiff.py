@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import functools
 
+import keras
+
 from . import _tree
 from ._core import backend_module
 
 
-def _as_primal(leaf, B):
-    if isinstance(leaf, float):
-        import keras
-
+def _as_primal(leaf):
+    """Python floats and numpy values become tensors (as jax.grad takes them); anything else
+    stays as it is."""
+    if isinstance(leaf, float) or _tree.framework_of(leaf) == "numpy":
         return keras.ops.convert_to_tensor(leaf)
     return leaf
 
@@ -45,7 +47,7 @@ def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
             f"customgrad.vjp: the {B.__name__.rsplit('.', 1)[-1]!r} Keras backend has no autodiff; "
             f"gradients need jax, tensorflow or torch."
         )
-    leaves = [_as_primal(leaf, B) for leaf in _tree.flatten(primals)]
+    leaves = [_as_primal(leaf) for leaf in _tree.flatten(primals)]
     values = [B.tensor_value(leaf) for leaf in leaves]
     diff = [i for i, v in enumerate(values) if v is not None and B.is_float(v)]
     structure = {}
@@ -137,6 +139,7 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
         B = backend_module()
         value = B.tensor_value(out) if _tree.flatten(out) == [out] else None
         if value is None or tuple(B.static_shape(value)) != () or not B.is_float(value):
+            _refuse_integer_inputs(f, args, nums_, B)
             raise TypeError(
                 f"customgrad.grad: `{getattr(f, '__name__', f)}` must return a float scalar "
                 f"(shape ()) to take its gradient; received {_tree.describe(out)}. "
@@ -149,6 +152,22 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
         return out, grads
 
     return wrapper
+
+
+def _refuse_integer_inputs(f, args, nums, B):
+    """Raises if an argument to differentiate has numbers but no floating-point one: the
+    gradient is taken with respect to floats (as jax.grad requires), and it is the input, not
+    the output, that the message must point at."""
+    for n in nums:
+        values = [B.tensor_value(_as_primal(leaf)) for leaf in _tree.flatten(args[n])]
+        numbers = [leaf for leaf, v in zip(_tree.flatten(args[n]), values)
+                   if v is not None or isinstance(leaf, (bool, int))]
+        if numbers and not any(v is not None and B.is_float(v) for v in values):
+            raise TypeError(
+                f"customgrad.grad: argument {n} of `{getattr(f, '__name__', f)}` must contain a "
+                f"floating-point value to differentiate with respect to; received "
+                f"{_tree.describe(args[n])}. Pass floats (3.0, np.float32(3.0), a float tensor)."
+            )
 
 
 def grad(f, argnums=0, has_aux: bool = False):

@@ -20,7 +20,7 @@ per tensor leaf of the positional arguments). None means zero, for a leaf or a w
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import _tree
 
@@ -52,69 +52,143 @@ def forward_mode_error(f, how: str, instead: str) -> CustomGradientError:
     )
 
 
-@dataclass(frozen=True)
-class GradSignature:
+class GradSignature(NamedTuple):
+    """What `call_grad_fn` needs to know of a grad_fn's parameters.
+
+    `min_positional`/`max_positional`: how many upstream gradients it takes positionally
+    (max None for `*args`), not counting trailing parameters named `upstream` or `variables`,
+    which are passed by keyword; `upstream_keyword`: it takes `upstream=` (a parameter of that
+    name, or `**kwargs`); `accepts_variables`: it takes `variables=`; `needs_variables`: that
+    parameter has no default.
+    """
+
+    min_positional: int
+    max_positional: int | None
     upstream_keyword: bool
     accepts_variables: bool
+    needs_variables: bool = False
+    other_required_keywords: tuple = ()
 
 
-# the four possible answers, made once (inspect_grad_fn runs on every backward)
-_GRAD_SIGNATURES = {(u, v): GradSignature(u, v) for u in (False, True) for v in (False, True)}
-
-
-_CO_VARKEYWORDS = 0x08
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+_BY_KEYWORD = ("upstream", "variables")
 
 
 def inspect_grad_fn(grad_fn) -> GradSignature:
-    """How to call `grad_fn`: whether it wants `upstream=` and accepts `variables=`.
+    """How to call `grad_fn`: how many positional upstreams, and which keywords.
 
     Reads the code object of plain functions (cheap, and traceable by torch.compile); other
     callables go through inspect.signature.
 
-    >>> inspect_grad_fn(lambda *args, upstream=None: None)
-    GradSignature(upstream_keyword=True, accepts_variables=False)
+    >>> inspect_grad_fn(lambda *args, upstream=None: None)[:3]
+    (0, None, True)
     """
     code = getattr(grad_fn, "__code__", None)
-    if code is not None:
+    if code is not None and not hasattr(grad_fn, "__self__"):
         # Read on every call, not cached: a cache written while torch.compile traces a backward
         # breaks its graph.
         names = code.co_varnames
-        positional = names[code.co_posonlyargcount:code.co_argcount]
-        keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-        return _grad_signature(positional, keyword_only, bool(code.co_flags & _CO_VARKEYWORDS))
+        n_positional = code.co_argcount
+        positional = names[:n_positional]
+        n_required = n_positional - len(grad_fn.__defaults__ or ())
+        keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
+        if keyword_only:
+            # (getattr with a default: torch.compile's tracer has no __kwdefaults__ for functions)
+            kw_defaults = getattr(grad_fn, "__kwdefaults__", None) or {}
+            required_kw = tuple(k for k in keyword_only if k not in kw_defaults)
+        else:
+            required_kw = ()
+        flags = code.co_flags
+        return _grad_signature(positional, n_required, bool(flags & _CO_VARARGS),
+                               keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
     try:
-        params = inspect.signature(grad_fn).parameters.values()
+        params = list(inspect.signature(grad_fn).parameters.values())
     except (TypeError, ValueError):
-        # Builtins and some C callables have no signature: call them positionally.
-        return GradSignature(False, False)
-    kind = inspect.Parameter
-    positional = tuple(p.name for p in params if p.kind == kind.POSITIONAL_OR_KEYWORD)
+        # Builtins and some C callables have no signature: one upstream per output, positionally.
+        return GradSignature(0, None, False, False)
+    kind, empty = inspect.Parameter, inspect.Parameter.empty
+    positional_params = [p for p in params
+                         if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)]
+    positional = tuple(p.name for p in positional_params)
+    n_required = sum(p.default is empty for p in positional_params)
     keyword_only = tuple(p.name for p in params if p.kind == kind.KEYWORD_ONLY)
+    required_kw = tuple(p.name for p in params if p.kind == kind.KEYWORD_ONLY and p.default is empty)
+    var_positional = any(p.kind == kind.VAR_POSITIONAL for p in params)
     var_keyword = any(p.kind == kind.VAR_KEYWORD for p in params)
-    return _grad_signature(positional, keyword_only, var_keyword)
+    return _grad_signature(positional, n_required, var_positional, keyword_only, required_kw,
+                           var_keyword)
 
 
-def _grad_signature(positional, keyword_only, var_keyword) -> GradSignature:
-    upstream_keyword = "upstream" in keyword_only or (var_keyword and "upstream" not in positional)
-    accepts_variables = var_keyword or "variables" in keyword_only or "variables" in positional
-    return _GRAD_SIGNATURES[bool(upstream_keyword), bool(accepts_variables)]
+def _grad_signature(positional, n_required, var_positional, keyword_only, required_kw,
+                    var_keyword) -> GradSignature:
+    # trailing positional parameters named upstream/variables are filled by keyword
+    by_keyword = []
+    while positional and positional[-1] in _BY_KEYWORD and not var_positional:
+        by_keyword.append(positional[-1])
+        if len(positional) <= n_required:
+            required_kw += (positional[-1],)
+            n_required -= 1
+        positional = positional[:-1]
+    keywords = set(keyword_only) | set(by_keyword)
+    upstream_keyword = "upstream" in keywords or (var_keyword and "upstream" not in positional)
+    accepts_variables = var_keyword or "variables" in keywords
+    n_positional = None if var_positional else len(positional)
+    return GradSignature(n_required, n_positional, upstream_keyword, accepts_variables,
+                         "variables" in required_kw,
+                         tuple(k for k in required_kw if k not in _BY_KEYWORD))
+
+
+def upstream_arguments(grad_fn, f, output, upstream):
+    """The positional arguments and the keywords (`upstream=`) that `grad_fn` is called with.
+
+    The one rule: a tuple or list output has one upstream per element, anything else (a tensor,
+    a dict) one upstream in its structure. grad_fn receives them
+      * one per output, when it takes that many positional parameters (or `*args`);
+      * else the whole upstream structure as its one positional parameter (jax's
+        `lambda g: ...` on a tuple output);
+      * else nothing positionally, when it takes only `upstream=`;
+    and also `upstream=` (the whole structure) when it declares that keyword or `**kwargs`.
+    Any other signature is a CustomGradientError.
+    """
+    sig = inspect_grad_fn(grad_fn)
+    if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
+        per_output = tuple(upstream)
+    else:
+        per_output = (upstream,)
+    n = len(per_output)
+    lo, hi = sig.min_positional, sig.max_positional
+    if lo <= n and (hi is None or n <= hi):
+        positional = per_output
+    elif n != 1 and lo <= 1 and (hi is None or 1 <= hi):
+        positional = (upstream,)
+    elif lo == 0 and sig.upstream_keyword:
+        positional = ()
+    else:
+        raise grad_fn_arity_error(grad_fn, f, output, n, "")
+    if sig.other_required_keywords:
+        raise grad_fn_arity_error(grad_fn, f, output, n, (
+            f" It also requires the keyword argument(s) {list(sig.other_required_keywords)}, "
+            f"which customgrad does not pass."))
+    return positional, ({"upstream": upstream} if sig.upstream_keyword else {}), sig
+
+
+def grad_fn_arity_error(grad_fn, f, output, n_upstream, extra) -> CustomGradientError:
+    return CustomGradientError(
+        f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` has the "
+        f"signature {_signature_text(grad_fn)}, which cannot take the upstream gradients of "
+        f"{_tree.describe(output)} ({n_upstream} upstream gradient{'s' if n_upstream != 1 else ''}"
+        f"). grad_fn must take one positional parameter per output ({n_upstream}), or one for "
+        f"the whole output's upstream structure, or *args, or only the keyword `upstream`.{extra}"
+    )
 
 
 def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
     """Calls the user's grad_fn with upstream gradients rebuilt into the output's structure."""
     if len(upstream_leaves) == 1 and _tree.is_leaf(output):
         upstream = upstream_leaves[0]
-        positional = (upstream,)
     else:
         upstream = _tree.unflatten(output, upstream_leaves)
-        if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
-            positional = tuple(upstream)
-        else:
-            positional = (upstream,)
-    sig = inspect_grad_fn(grad_fn)
-    kwargs = {}
-    if sig.upstream_keyword:
-        kwargs["upstream"] = upstream
+    positional, kwargs, sig = upstream_arguments(grad_fn, f, output, upstream)
     if variables:
         if not sig.accepts_variables:
             names = [getattr(v, "path", None) or getattr(v, "name", "?") for v in variables]
@@ -125,6 +199,10 @@ def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
                 f"{_signature_text(grad_fn)}. Without it these variables would get no gradient."
             )
         kwargs["variables"] = list(variables)
+    elif sig.needs_variables:
+        raise grad_fn_arity_error(grad_fn, f, output, len(positional), (
+            f" It requires `variables`, but `{fn_name(f)}` read no trainable variable: give "
+            f"that parameter a default (variables=None)."))
     return grad_fn(*positional, **kwargs)
 
 

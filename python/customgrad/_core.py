@@ -116,11 +116,27 @@ class Invocation:
                 f"`{fn_name(self.f)}` must be a callable grad_fn; received "
                 f"{_tree.describe(grad_fn)}."
             )
-        self.output = output
         leaves = [output] if _tree.is_leaf(output) else _tree.flatten(output)
         spec, is_tensor = self.backend.spec, self.backend.is_tensor
+        if not all([is_tensor(o) for o in leaves]):
+            # Python and numpy numbers become tensors, as with tf/jax.custom_gradient: they are
+            # outputs like any other and get an upstream gradient
+            leaves = [o if is_tensor(o) else self._output_leaf(o, output, j)
+                      for j, o in enumerate(leaves)]
+            output = leaves[0] if _tree.is_leaf(output) else _tree.unflatten(output, leaves)
+        self.output = output
         self.output_specs = [spec(o) if is_tensor(o) else None for o in leaves]
         return leaves, grad_fn
+
+    def _output_leaf(self, leaf, output, j):
+        """A leaf of f's output that is not a backend tensor: numbers, numpy values and
+        keras.Variables become tensors; another framework's tensor is an error; anything else
+        (None, strings) stays as it is and gets no gradient."""
+        if isinstance(leaf, _NUMBERS) or _tree.framework_of(leaf) in ("numpy", "keras"):
+            return keras.ops.convert_to_tensor(leaf)
+        refuse_foreign(leaf, f"`{fn_name(self.f)}` returned", lambda: _tree.leaf_paths(
+            output, "output")[j])
+        return leaf
 
     @classmethod
     def released(cls, f, backend, input_specs: list, output, output_specs: list) -> "Invocation":
@@ -218,6 +234,9 @@ class Invocation:
         """`grad` converted, shape-checked and cast for input `ref`; `where` names the input:
         a leaf index of the arguments, or a text."""
         B = self.backend
+        if not B.is_tensor(grad):
+            refuse_foreign(grad, f"grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}` returned",
+                           lambda: self._where(where))
         grad = B.convert(grad, ref)
         if grad.shape == ref.shape and grad.dtype == ref.dtype:
             return grad  # the common case; what follows would accept it unchanged
@@ -226,15 +245,35 @@ class Invocation:
         if g_shape != r_shape and (len(g_shape) != len(r_shape) or any(
             a is not None and b is not None and a != b for a, b in zip(g_shape, r_shape)
         )):
-            if isinstance(where, int):
-                where = _tree.leaf_paths(self.args, "args")[where]
             raise CustomGradientError(
                 f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}` "
-                f"returned a gradient of shape {tuple(g_shape)} for {where}, which has shape "
+                f"returned a gradient of shape {tuple(g_shape)} for {self._where(where)}, which has shape "
                 f"{tuple(r_shape)}; gradients must have their input's shape (customgrad never "
                 f"broadcasts or sums them for you)."
             )
         return B.cast_like(grad, ref)
+
+    def _where(self, where):
+        """`where` of `_checked` as a text: a leaf index of the arguments becomes its path."""
+        return _tree.leaf_paths(self.args, "args")[where] if isinstance(where, int) else where
+
+
+_NUMBERS = (bool, int, float, complex)
+
+
+def refuse_foreign(value, what: str, where) -> None:
+    """Raises if `value` is a tensor of a framework other than the active Keras backend's (a
+    tf.exp inside f run on jax, say): the backend cannot differentiate it, and converting it would
+    hide that the computation left the backend. `where()` names the place, for the message."""
+    framework = _tree.framework_of(value)
+    backend = keras.backend.backend()
+    if framework in ("jax", "tensorflow", "torch") and framework != backend:
+        raise CustomGradientError(
+            f"customgrad.custom_gradient: {what} {_tree.describe(value)} as {where()}, but the "
+            f"Keras backend is {backend}; a custom-gradient function and its grad_fn must compute "
+            f"with keras.ops (or {backend}'s own ops). Replace the {framework} ops (e.g. tf.exp -> "
+            f"keras.ops.exp), or set KERAS_BACKEND={framework}."
+        )
 
 
 class OutputSpec:
@@ -254,6 +293,35 @@ class OutputSpec:
 
     def __repr__(self):
         return f"OutputSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
+
+
+def refuse_hidden_inputs(f, kwargs: dict, closure: tuple, backend) -> None:
+    """Raises if a tensor being differentiated reaches f other than as a positional argument: by
+    keyword, or closed over. grad_fn returns gradients for the positional arguments only, so its
+    gradient would be lost without a word (or taken through f's own ops), differently on each
+    backend; jax.custom_vjp refuses closed-over values being differentiated for the same reason."""
+    found = None
+    for key in kwargs:
+        for leaf in _tree.flatten(kwargs[key]):
+            if backend.being_differentiated(leaf):
+                found = f"the tensor passed by keyword `{key}`"
+                break
+    if found is None:
+        for name, cell in closure:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell: a name not assigned yet
+                continue
+            if backend.being_differentiated(value, closed_over=True):
+                found = f"the tensor `{name}` it closes over"
+                break
+    if found is not None:
+        raise CustomGradientError(
+            f"customgrad.custom_gradient: `{fn_name(f)}` uses {found}, which is being "
+            f"differentiated; a custom gradient defines gradients for the positional arguments "
+            f"only (grad_fn returns one per positional argument), so this one would be lost. "
+            f"Pass it as a positional argument and return its gradient from grad_fn."
+        )
 
 
 class _SymbolicCall(keras.Operation):
@@ -301,9 +369,15 @@ def custom_gradient(f):
         backend_module()
         install_variable_recorder()
 
+    # f's closure cells (their contents are read per call): found once
+    cells = getattr(f, "__closure__", None) or ()
+    closure = tuple(zip(f.__code__.co_freevars, cells)) if cells else ()
+
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         backend = backend_module()
+        if kwargs or closure:
+            refuse_hidden_inputs(f, kwargs, closure, backend)
         tensors_only = not kwargs and all([backend.tensor_value(a) is a for a in args])
         if tensors_only and backend.call_tensors is not None:
             return backend.call_tensors(f, args)

@@ -98,21 +98,62 @@ class StructureMismatch(ValueError):
         super().__init__(f"at {path or 'the top level'}: expected {expected}, received {received}")
 
 
+_FRAMEWORKS = {"jax": "jax", "jaxlib": "jax", "tensorflow": "tensorflow", "tf_keras": "tensorflow",
+               "torch": "torch", "numpy": "numpy", "keras": "keras"}
+
+
+def framework_of(x: Any) -> str | None:
+    """The framework a value's type comes from ("jax", "tensorflow", "torch", "numpy", "keras"),
+    read off the type's module; None for Python's own types and anything else.
+
+    >>> import numpy as np
+    >>> framework_of(np.float32(1.0)), framework_of(1.0)
+    ('numpy', None)
+    """
+    module = type(x).__module__
+    return _FRAMEWORKS.get(module.partition(".")[0]) if module else None
+
+
+def _with_article(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _shape_text(shape) -> str:
+    try:
+        return str(tuple(shape))
+    except (TypeError, ValueError):  # a TensorShape of unknown rank cannot be iterated
+        return "(unknown)"
+
+
 def describe(x: Any) -> str:
-    """A short description of a value for error messages: its type, and shape if it has one."""
+    """A short description of a value for error messages: what it is, and its shape and dtype if
+    it has them.
+
+    >>> import numpy as np
+    >>> describe(3), describe(np.zeros((2,), "float32")), describe((1, 2))
+    ('an int', 'a numpy array of shape (2,) and dtype float32', 'a tuple of length 2')
+    """
     if x is None:
         return "None"
     if isinstance(x, dict):
         return f"a dict with keys {sorted(x)!r}"
     if isinstance(x, (list, tuple)):
-        return f"a {type(x).__name__} of length {len(x)}"
+        return f"{_with_article(type(x).__name__)} of length {len(x)}"
     shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    dtype = str(getattr(dtype, "name", dtype)).rpartition(".")[2]  # "torch.float32" -> "float32"
+    framework = framework_of(x)
+    if framework == "numpy" and shape == ():
+        return f"a numpy {dtype} scalar"
     if shape is not None:
-        dtype = getattr(x, "dtype", None)
-        dtype = getattr(dtype, "name", dtype)
-        kind = getattr(x, "describe_as", type(x).__name__)
-        return f"a {kind} of shape {tuple(shape)} and dtype {dtype}"
-    return f"a {type(x).__name__}"
+        kind = getattr(x, "describe_as", None)
+        if kind is None and framework and type(x).__name__.endswith("Variable"):
+            kind = f"{framework} variable"
+        if kind is None:
+            kind = {"numpy": "numpy array", "jax": "jax array", "tensorflow": "tensorflow tensor",
+                    "torch": "torch tensor", "keras": "keras tensor"}.get(framework, type(x).__name__)
+        return f"{_with_article(kind)} of shape {_shape_text(shape)} and dtype {dtype}"
+    return _with_article(type(x).__name__)
 
 
 def match(value: Any, structure: Any, path: str = "") -> list:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 from keras import StatelessScope
+from jax._src.interpreters.ad import JVPTracer, LinearizeTracer  # no public name tells AD tracers
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
 from .._convention import CustomGradientError, fn_name, loss_in_forward_error
@@ -28,6 +29,7 @@ from .._variables import recording
 
 
 call_tensors = None  # no separate path for calls on plain tensors
+_AD_TRACERS = (JVPTracer, LinearizeTracer)
 
 
 def tensor_value(leaf):
@@ -48,6 +50,13 @@ def is_float(x) -> bool:
 
 def zeros_like(x):
     return jnp.zeros(x.shape, x.dtype)
+
+
+def being_differentiated(x, closed_over=False) -> bool:
+    """Whether `x` is traced by reverse- or forward-mode differentiation (jax.grad, jax.vjp,
+    jax.jvp). Under jax.jit alone it is not; differentiation outside a jit (grad of jit) cannot
+    be seen from inside it."""
+    return isinstance(x, _AD_TRACERS)
 
 
 def spec(x):
@@ -133,6 +142,19 @@ def _variables_bound(mapping: dict | None, ids: list, values):
         yield scope
 
 
+def _closes_over_tracer(f) -> bool:
+    """Whether f closes over a traced value (directly): then a transformation traces this call
+    even with concrete arguments, and custom_vjp must see it (under grad of jit, jax then
+    refuses the closed-over value being differentiated instead of differentiating f's ops)."""
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            if isinstance(cell.cell_contents, jax.core.Tracer):
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
 def call(inv):
     mapping = _scope_mapping()
     # every traced floating-point variable value of the scope is an explicit input
@@ -140,10 +162,17 @@ def call(inv):
         (key, value) for key, value in (mapping or {}).items()
         if isinstance(value, jax.core.Tracer) and is_float(value)
     ]
-    n_inputs = len(inv.tensor_values)
+    # Tensors passed by keyword are closed over, not custom_vjp inputs: they get no gradient, and
+    # where one is differentiated from outside a jit (grad of jit), jax refuses the closed-over
+    # value instead of giving it a zero gradient (under jax.grad itself the core refused it)
+    tensor_values = list(inv.tensor_values)
+    n_arg_leaves = len(inv._arg_is_tensor)
+    positional = [k for k, i in enumerate(inv.tensor_index) if i < n_arg_leaves]
+    n_inputs = len(positional)
     candidate_ids = [key for key, _ in candidates]
-    primals = list(inv.tensor_values) + [value for _, value in candidates]
-    if not any(isinstance(p, jax.core.Tracer) for p in primals):
+    primals = [tensor_values[k] for k in positional] + [value for _, value in candidates]
+    traced = any(isinstance(p, jax.core.Tracer) for p in primals + tensor_values)
+    if not traced and not _closes_over_tracer(inv.f):
         # Concrete arrays: no transformation is tracing this call, so no gradient can be asked
         # of it. Run f directly (faster, and its exceptions reach the caller untouched).
         inv.run_forward(inv.tensor_values)
@@ -160,8 +189,14 @@ def call(inv):
     assigned = []  # the variables f assigned, in the order their values follow the outputs
 
     def forward(*primals):
+        # jax.grad of a Python or numpy scalar hands custom_vjp the scalar itself (a weakly
+        # typed literal): f sees an array, as it would on the other backends
+        primals = [p if isinstance(p, jax.Array) else jnp.asarray(p) for p in primals]
+        values = list(tensor_values)
+        for k, p in zip(positional, primals[:n_inputs]):
+            values[k] = p
         with bound(primals[n_inputs:]) as scope, recording() as rec:
-            out_leaves, grad_fn = inv.run_forward(primals[:n_inputs])
+            out_leaves, grad_fn = inv.run_forward(values)
         if rec.losses_added and collect_losses:
             raise loss_in_forward_error(
                 inv.f, "on jax inside a stateless scope (model.fit) such a loss cannot leave the "
@@ -200,7 +235,7 @@ def call(inv):
                     "forward instead."
                 )
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-            grads = list(input_grads) + [by_id.get(id(v)) for v in variable_primals]
+            grads = [input_grads[k] for k in positional] + [by_id.get(id(v)) for v in variable_primals]
             return [
                 zeros(p) if g is None else g
                 for g, p in zip(grads, primal_specs)

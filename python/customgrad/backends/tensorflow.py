@@ -46,6 +46,12 @@ def is_float(x) -> bool:
     return x.dtype.is_floating or x.dtype.is_complex
 
 
+def being_differentiated(x, closed_over=False) -> bool:
+    """Whether a gradient tape watches tensor `x` (variables are found by the tape's variable
+    watching, not here)."""
+    return isinstance(x, tf.Tensor) and pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop([x])
+
+
 def spec(x):
     shape, dtype = x.shape, x.dtype
     dims = tuple(shape.as_list()) if shape.rank is not None else ()

@@ -18,7 +18,7 @@ import torch
 from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
 
-from .._convention import fn_name, forward_mode_error, inspect_grad_fn
+from .._convention import fn_name, forward_mode_error, upstream_arguments
 from .._core import Invocation, OutputSpec
 from .._variables import recording
 
@@ -37,6 +37,13 @@ def is_tensor(x) -> bool:
 
 def is_float(x) -> bool:
     return x.is_floating_point() or x.is_complex()
+
+
+def being_differentiated(x, closed_over=False) -> bool:
+    """Whether autograd will differentiate tensor `x` (for a tensor f closes over: a computed
+    one; a leaf tensor that requires grad, like an nn.Parameter, is a variable)."""
+    return (isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled()
+            and not (closed_over and x.is_leaf))
 
 
 def spec(x):
@@ -160,7 +167,6 @@ def call_tensors(f, args):
     # (shape, dtype, device) of each output and argument: specs are built only when needed
     out_meta = [(o.shape, o.dtype, o.device) for o in outputs]
     in_meta = [(a.shape, a.dtype, a.device) for a in args]
-    upstream_keyword = inspect_grad_fn(grad_fn).upstream_keyword
     versions = _closure_versions(grad_fn)
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
     del output
@@ -169,10 +175,8 @@ def call_tensors(f, args):
         if versions:
             _check_versions(versions, f)
         upstream = cotangents[0] if single else container(cotangents)
-        if upstream_keyword:
-            grads = grad_fn(*cotangents, upstream=upstream)
-        else:
-            grads = grad_fn(*cotangents)
+        positional, keywords, _ = upstream_arguments(grad_fn, f, upstream, upstream)
+        grads = grad_fn(*positional, **keywords)
         if len(in_meta) == 1 and isinstance(grads, torch.Tensor):
             grads = (grads,)
         if isinstance(grads, (tuple, list)) and len(grads) == len(in_meta) and all([

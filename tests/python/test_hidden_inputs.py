@@ -1,0 +1,122 @@
+"""Tensors that reach f other than as positional arguments (by keyword, or closed over) while
+they are being differentiated: one behaviour on every backend, a CustomGradientError that says to
+pass them positionally, wherever the backend lets customgrad see it."""
+
+import re
+
+import keras
+import pytest
+from helpers import BACKEND, npy, t
+from keras import ops
+
+import customgrad
+from customgrad import CustomGradientError
+
+autodiff = pytest.mark.autodiff
+PASS_POSITIONALLY = "Pass it as a positional argument and return its gradient from grad_fn."
+
+
+def scaled(x, scale):
+    """x * scale with grad_fn's gradient 100 * dy for x (so any other value is autodiff's)."""
+    return x * scale, lambda dy: dy * 100.0
+
+
+def closing_over(y):
+    @customgrad.custom_gradient
+    def f(x):
+        return x * y, lambda dy: dy * 100.0
+
+    return f
+
+
+@customgrad.custom_gradient
+def by_keyword(x, scale=None):
+    return scaled(x, scale)
+
+
+@autodiff
+@pytest.mark.parametrize("wrt", [(1,), (0, 1)], ids=["only-the-hidden-tensor", "both"])
+def test_keyword_tensor_being_differentiated_is_an_error(wrt):
+    fn = customgrad.grad(lambda x, y: by_keyword(x, scale=y), argnums=wrt)
+    with pytest.raises(CustomGradientError, match=re.escape(
+            "`by_keyword` uses the tensor passed by keyword `scale`, which is being "
+            "differentiated")) as info:
+        fn(t(3.0), t(2.0))
+    assert PASS_POSITIONALLY in str(info.value)
+
+
+@autodiff
+@pytest.mark.parametrize("wrt", [(1,), (0, 1)], ids=["only-the-hidden-tensor", "both"])
+def test_closed_over_tensor_being_differentiated_is_an_error(wrt):
+    fn = customgrad.grad(lambda x, y: closing_over(y)(x), argnums=wrt)
+    # on torch, customgrad.grad's inputs are leaf tensors, which are variables there: grad_fn
+    # must then accept variables= (see test_framework_variables), else it is an error too
+    with pytest.raises(CustomGradientError, match=r"closing_over.<locals>.f` (uses the tensor "
+                       r"`y` it closes over|read)"):
+        fn(t(3.0), t(2.0))
+
+
+@autodiff
+def test_keyword_and_closed_over_constants_pass_through():
+    scale = t(2.0)
+    g1 = customgrad.grad(lambda x: by_keyword(x, scale=scale))(t(3.0))
+    g2 = customgrad.grad(lambda x: closing_over(scale)(x))(t(3.0))
+    assert float(npy(g1)) == 100.0 and float(npy(g2)) == 100.0
+
+
+@autodiff
+def test_the_same_positionally_gives_grad_fns_gradient():
+    @customgrad.custom_gradient
+    def f(x, y):
+        return x * y, lambda dy: (dy * 100.0, dy * 10.0)
+
+    gx, gy = customgrad.grad(lambda x, y: f(x, y), argnums=(0, 1))(t(3.0), t(2.0))
+    assert (float(npy(gx)), float(npy(gy))) == (100.0, 10.0)
+
+
+@pytest.mark.backends("jax")
+@pytest.mark.parametrize("hidden", ["keyword", "closure"])
+def test_jax_grad_of_jit_refuses_the_hidden_tensor(hidden):
+    # inside the jit the tensor is a jit tracer, not a differentiation tracer, so customgrad
+    # cannot tell it is differentiated; it keeps it out of custom_vjp's inputs, and jax refuses
+    # the closed-over value being differentiated (rather than a silent zero or f's autodiff)
+    import jax
+
+    x = t(3.0)
+    fn = ((lambda y: by_keyword(x, scale=y)) if hidden == "keyword"
+          else (lambda y: closing_over(y)(x)))
+    with pytest.raises(Exception, match="differentiation of a custom_vjp function with respect "
+                       "to a closed-over value") as info:
+        jax.grad(jax.jit(fn))(t(2.0))
+    assert type(info.value).__name__ == "CustomVJPException"
+
+
+@pytest.mark.backends("jax")
+def test_jax_jit_alone_takes_keyword_and_closed_over_tracers():
+    import jax
+
+    x = t(3.0)
+    out = jax.jit(lambda y: by_keyword(x, scale=y) + closing_over(y)(x))(t(2.0))
+    assert float(out) == 12.0
+
+
+@pytest.mark.backends("tensorflow")
+@pytest.mark.parametrize("hidden", ["keyword", "closure"])
+def test_tensorflow_tape_outside_tf_function_cannot_be_seen_inside(hidden):
+    """The documented limit: a tape opened outside a tf.function is not visible while the
+    function is traced, so a keyword or closed-over tensor it watches gets no gradient (None),
+    as with tf.custom_gradient. Open the tape inside, or pass the tensor positionally."""
+    import tensorflow as tf
+
+    x, y = t(3.0), t(2.0)
+    fn = tf.function((lambda y: by_keyword(x, scale=y)) if hidden == "keyword"
+                     else (lambda y: closing_over(y)(x)))
+    with tf.GradientTape() as tape:
+        tape.watch(y)
+        out = fn(y)
+    assert tape.gradient(out, y) is None
+    # the same with the tape inside the tf.function is caught
+    with pytest.raises(CustomGradientError, match="which is being differentiated"):
+        tf.function(autograph=False, func=lambda y: customgrad.grad(
+            (lambda y: by_keyword(x, scale=y)) if hidden == "keyword"
+            else (lambda y: closing_over(y)(x)))(y))(y)
