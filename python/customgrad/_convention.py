@@ -72,6 +72,8 @@ class GradSignature(NamedTuple):
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _BY_KEYWORD = ("upstream", "variables")
+# grad_fns with n plain positional parameters (no defaults, *args or keywords), made once
+_PLAIN = tuple(GradSignature(n, n, False, False) for n in range(8))
 
 
 def inspect_grad_fn(grad_fn) -> GradSignature:
@@ -89,6 +91,11 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
         # breaks its graph.
         names = code.co_varnames
         n_positional = code.co_argcount
+        flags = code.co_flags
+        if (n_positional < len(_PLAIN) and not code.co_kwonlyargcount
+                and not flags & (_CO_VARARGS | _CO_VARKEYWORDS) and not grad_fn.__defaults__
+                and (n_positional == 0 or names[n_positional - 1] not in _BY_KEYWORD)):
+            return _PLAIN[n_positional]  # `def grad(dy)` and the like: the common case
         positional = names[:n_positional]
         n_required = n_positional - len(grad_fn.__defaults__ or ())
         keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
@@ -98,7 +105,6 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
             required_kw = tuple(k for k in keyword_only if k not in kw_defaults)
         else:
             required_kw = ()
-        flags = code.co_flags
         return _grad_signature(positional, n_required, bool(flags & _CO_VARARGS),
                                keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
     try:
