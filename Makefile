@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 BACKENDS := jax tensorflow torch numpy
 
-.PHONY: setup demo test test-python test-r bench
+.PHONY: setup demo test bench
 setup:
 	@bash scripts/setup.sh
 

@@ -29,6 +29,9 @@ class CustomGradientError(ValueError):
     """A function given to `customgrad.custom_gradient` broke its contract."""
 
 
+CustomGradientError.__module__ = "customgrad"  # tracebacks say customgrad.CustomGradientError
+
+
 def fn_name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
