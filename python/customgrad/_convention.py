@@ -184,9 +184,9 @@ def upstream_arguments(grad_fn, f, output, upstream):
 def grad_fn_arity_error(grad_fn, f, output, n_upstream, extra) -> CustomGradientError:
     return CustomGradientError(
         f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` has the "
-        f"signature {_signature_text(grad_fn)}, which cannot take the upstream gradients of "
-        f"{_tree.describe(output)} ({n_upstream} upstream gradient{'s' if n_upstream != 1 else ''}"
-        f"). grad_fn must take one positional parameter per output ({n_upstream}), or one for "
+        f"signature {_signature_text(grad_fn)}, so it cannot be called with the upstream "
+        f"gradients of {_tree.describe(output)} ({n_upstream} upstream "
+        f"gradient{'s' if n_upstream != 1 else ''}). grad_fn must take one positional parameter per output ({n_upstream}), or one for "
         f"the whole output's upstream structure, or *args, or only the keyword `upstream`.{extra}"
     )
 

@@ -12,6 +12,7 @@ import functools
 import importlib
 
 import keras
+import numpy as np
 from keras.src.backend import any_symbolic_tensors
 
 from . import _tree
@@ -78,7 +79,10 @@ class Invocation:
         for i, leaf in enumerate(self.leaves):
             value = backend.tensor_value(leaf)
             if value is None:
-                continue
+                if i >= n_arg_leaves or not _converts_to_tensor(leaf):
+                    continue
+                # as tf.custom_gradient and jax.custom_gradient do: f receives a tensor
+                value = keras.ops.convert_to_tensor(leaf)
             self.tensor_index.append(i)
             self.tensor_values.append(value)
             self.differentiable.append(i < n_arg_leaves and backend.is_float(value))
@@ -261,19 +265,47 @@ class Invocation:
 _NUMBERS = (bool, int, float, complex)
 
 
+def _converts_to_tensor(leaf) -> bool:
+    """Positional arguments that become tensors: Python floats, numpy arrays and numpy
+    floating-point scalars. Python ints and bools stay as they are (an axis, a count, a flag)."""
+    if isinstance(leaf, (float, complex)):
+        return True
+    if _tree.framework_of(leaf) != "numpy":
+        return False
+    return isinstance(leaf, np.ndarray) or np.issubdtype(leaf.dtype, np.inexact)
+
+
+def _foreign_framework_in(error) -> str | None:
+    """The framework other than the active backend's whose code raised `error` (tf.exp on a
+    torch tensor that requires grad, say), read off the traceback; None if there is none."""
+    backend = keras.backend.backend()
+    tb = error.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "").partition(".")[0]
+        framework = _tree.FRAMEWORKS.get(module)
+        if framework in ("jax", "tensorflow", "torch") and framework != backend:
+            return framework
+        tb = tb.tb_next
+    return None
+
+
+def foreign_framework_error(framework: str, what: str) -> CustomGradientError:
+    backend = keras.backend.backend()
+    return CustomGradientError(
+        f"customgrad.custom_gradient: {what}, but the Keras backend is {backend}; a "
+        f"custom-gradient function and its grad_fn must compute with "
+        f"keras.ops (or {backend}'s own ops). Replace the {framework} ops (e.g. tf.exp -> "
+        f"keras.ops.exp), or set KERAS_BACKEND={framework}."
+    )
+
+
 def refuse_foreign(value, what: str, where) -> None:
     """Raises if `value` is a tensor of a framework other than the active Keras backend's (a
     tf.exp inside f run on jax, say): the backend cannot differentiate it, and converting it would
     hide that the computation left the backend. `where()` names the place, for the message."""
     framework = _tree.framework_of(value)
-    backend = keras.backend.backend()
-    if framework in ("jax", "tensorflow", "torch") and framework != backend:
-        raise CustomGradientError(
-            f"customgrad.custom_gradient: {what} {_tree.describe(value)} as {where()}, but the "
-            f"Keras backend is {backend}; a custom-gradient function and its grad_fn must compute "
-            f"with keras.ops (or {backend}'s own ops). Replace the {framework} ops (e.g. tf.exp -> "
-            f"keras.ops.exp), or set KERAS_BACKEND={framework}."
-        )
+    if framework in ("jax", "tensorflow", "torch") and framework != keras.backend.backend():
+        raise foreign_framework_error(framework, f"{what} {_tree.describe(value)} as {where()}")
 
 
 class OutputSpec:
@@ -378,14 +410,22 @@ def custom_gradient(f):
         backend = backend_module()
         if kwargs or closure:
             refuse_hidden_inputs(f, kwargs, closure, backend)
-        tensors_only = not kwargs and all([backend.tensor_value(a) is a for a in args])
-        if tensors_only and backend.call_tensors is not None:
-            return backend.call_tensors(f, args)
-        if not tensors_only and any_symbolic_tensors(args, kwargs):
-            # keras.Input and friends: record one node in the functional graph, so that running
-            # the model calls this function (and its gradient), not the ops inside f one by one.
-            return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
-        return backend.call(Invocation(f, args, kwargs, backend, tensors_only))
+        tensors_only = not kwargs and all([backend.tensor_value(a) is a is not None for a in args])
+        try:
+            if tensors_only and backend.call_tensors is not None:
+                return backend.call_tensors(f, args)
+            if not tensors_only and any_symbolic_tensors(args, kwargs):
+                # keras.Input and friends: record one node in the functional graph, so that
+                # running the model calls this function (and its gradient), not the ops inside f
+                # one by one.
+                return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
+            return backend.call(Invocation(f, args, kwargs, backend, tensors_only))
+        except Exception as error:
+            framework = _foreign_framework_in(error)
+            if framework is None:
+                raise
+            raise foreign_framework_error(framework, (
+                f"{framework} raised the error above while `{fn_name(f)}` ran")) from error
 
     decorated.__customgrad_forward__ = f
     return decorated

@@ -98,7 +98,7 @@ class StructureMismatch(ValueError):
         super().__init__(f"at {path or 'the top level'}: expected {expected}, received {received}")
 
 
-_FRAMEWORKS = {"jax": "jax", "jaxlib": "jax", "tensorflow": "tensorflow", "tf_keras": "tensorflow",
+FRAMEWORKS = {"jax": "jax", "jaxlib": "jax", "tensorflow": "tensorflow", "tf_keras": "tensorflow",
                "torch": "torch", "numpy": "numpy", "keras": "keras"}
 
 
@@ -111,7 +111,7 @@ def framework_of(x: Any) -> str | None:
     ('numpy', None)
     """
     module = type(x).__module__
-    return _FRAMEWORKS.get(module.partition(".")[0]) if module else None
+    return FRAMEWORKS.get(module.partition(".")[0]) if module else None
 
 
 def _with_article(noun: str) -> str:

@@ -251,14 +251,18 @@ def test_non_tensor_arguments_pass_through_untouched_and_get_no_gradient():
     seen = {}
 
     @customgrad.custom_gradient
-    def f(x, scale, name, nothing, flag=True, mode="sum"):
-        seen.update(scale=scale, name=name, nothing=nothing, flag=flag, mode=mode)
-        return x * scale, lambda dy: (dy * scale, None, None, None)
+    def f(x, scale, axis, name, nothing, flag=True, mode="sum", weight=0.5):
+        seen.update(scale=scale, axis=axis, name=name, nothing=nothing, flag=flag, mode=mode,
+                    weight=weight)
+        return x * scale, lambda dy: (dy * scale, None, None, None, None)
 
-    g = customgrad.grad(lambda x: f(x, 3.0, "label", None, flag=False, mode="mean"))(t(1.0))
+    g = customgrad.grad(lambda x: f(x, 3.0, 0, "label", None, flag=False, mode="mean"))(t(1.0))
     assert float(npy(g)) == 3.0
-    assert seen == dict(scale=3.0, name="label", nothing=None, flag=False, mode="mean")
-    assert type(seen["scale"]) is float
+    # a positional Python float becomes a tensor, as tf.custom_gradient and jax.custom_gradient
+    # hand f; ints, strings, None and keyword arguments stay as they are
+    assert keras.ops.is_tensor(seen.pop("scale"))
+    assert seen == dict(axis=0, name="label", nothing=None, flag=False, mode="mean", weight=0.5)
+    assert type(seen["axis"]) is int and type(seen["weight"]) is float
 
 
 @autodiff
