@@ -15,7 +15,7 @@ import keras
 from keras.src.backend import any_symbolic_tensors
 
 from . import _tree
-from ._variables import install as install_variable_recorder
+from ._variables import install as install_variable_recorder, variable_name
 from ._convention import (
     CustomGradientError,
     align_input_grads,
@@ -209,7 +209,7 @@ class Invocation:
         var_grads = []
         if grad_vars is not None:
             for var, value, g in zip(variables, variable_values, grad_vars):
-                name = getattr(var, "path", None) or getattr(var, "name", "?")
+                name = variable_name(var)
                 var_grads.append(None if g is None else self._checked(
                     g, value, f"the variable {name}", grad_fn))
         return input_grads, var_grads
