@@ -131,7 +131,7 @@ def _requires_grad(t) -> bool:
 
 def call(inv):
     _refuse_dual_tensors(inv.f, inv.tensor_values)
-    start = _next_node_number()
+    start = None if torch.compiler.is_compiling() else _next_node_number()
     with recording() as rec:
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
     return _link(inv, rec, out_leaves, grad_fn, start)
@@ -148,13 +148,13 @@ def call_tensors(f, args):
     not already one tensor of the right shape and dtype per argument: same results, same errors.
     """
     _refuse_dual_tensors(f, args)
-    start = _next_node_number()
+    start = None if torch.compiler.is_compiling() else _next_node_number()
     with recording() as rec:
         result = f(*args)
     hidden = None
     if _is_simple(result, args, rec):
         output = result[0]
-        hidden = [] if torch.compiler.is_compiling() else _hidden_leaves(
+        hidden = [] if start is None else _hidden_leaves(
             [output] if isinstance(output, torch.Tensor) else output, args, (), start)
     if hidden is None or hidden:
         inv = Invocation(f, args, {}, _this_module(), tensors_only=True)
@@ -281,7 +281,8 @@ def _link(inv, rec, out_leaves, grad_fn, start, hidden=None):
     """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
     `_Link`, whose backward runs grad_fn; returns the output (or f's, when nothing needs grad).
 
-    `start`: the number of the first autograd node f could have made; `hidden`: the leaf tensors
+    `start`: the number of the first autograd node f could have made (None under
+    torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
     requiring grad that f read without receiving them (None: not looked for yet)."""
     if not torch.is_grad_enabled():
         return inv.output
@@ -293,7 +294,7 @@ def _link(inv, rec, out_leaves, grad_fn, start, hidden=None):
         if diff and (transformed or t.requires_grad)
     ]
     variables, var_values = rec.variables, rec.raw_values
-    if hidden is None and not transformed and not torch.compiler.is_compiling():
+    if hidden is None and not transformed and start is not None:
         hidden = _hidden_leaves(out_leaves, inv.tensor_values, var_values, start)
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
