@@ -154,15 +154,16 @@ def call(inv):
         def backward(cotangents):
             return inv.run_backward(grad_fn, cotangents, variables, var_values)
 
-        if not variables:
-            return out_leaves, lambda *cts: backward(cts)[0]
-
-        def grad_with_variables(*cts, variables=None):
+        def grad(*cts, variables=None):
+            # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
+            # those are not among what f read for grad_fn, and get no gradient
             input_grads, var_grads = backward(cts)
+            if variables is None:
+                return input_grads
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-            return input_grads, [by_id.get(id(v)) for v in variables or ()]
+            return input_grads, [by_id.get(id(v)) for v in variables]
 
-        return out_leaves, grad_with_variables
+        return out_leaves, grad
 
     return inv.rebuild_output(forward(*inv.tensor_values))
 
