@@ -276,7 +276,9 @@ def custom_gradient(f):
     `upstream=` if it declares that keyword; it returns one gradient per positional argument
     (nested like the argument, or flattened), None meaning zero. Keyword arguments of `f` are
     constants: they are passed through and get no gradient. If `f` reads trainable
-    `keras.Variable`s, grad_fn must accept `variables=` and return `(grad_xs, grad_vars)`.
+    `keras.Variable`s (or, on tensorflow, `tf.Variable`s; on torch, leaf tensors that require
+    grad, such as an `nn.Parameter`), grad_fn must accept `variables=` and return
+    `(grad_xs, grad_vars)`.
 
     Example:
         >>> import keras, customgrad

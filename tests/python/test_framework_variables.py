@@ -525,3 +525,21 @@ def test_torch_module_inside_a_keras_layer_trains_through_grad_fn():
     with pytest.raises(CustomGradientError, match=re.escape("(shape (1, 3))")) as info:
         bad.fit(x, y, epochs=1, verbose=0)
     assert "lin" in str(info.value) and "weight" in str(info.value)
+
+
+@pytest.mark.backends("torch")
+def test_torch_compile_cannot_see_parameters_read_inside_f_a_pinned_limit():
+    # While torch.compile traces f there are no autograd nodes to walk (and dynamo cannot read
+    # closure cells), so a parameter f reads without receiving it gets no gradient, as the
+    # README says; pass it positionally under torch.compile. If this starts failing, torch made
+    # the case visible: route it through variables= there too.
+    w = torch.nn.Parameter(torch.tensor([2.0, 3.0]))
+
+    @customgrad.custom_gradient
+    def f(x):
+        return x * w, lambda dy: dy * 10.0
+
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    torch.compile(lambda x: f(x).sum())(x).backward()
+    np.testing.assert_array_equal(npy(x.grad), [10.0, 10.0])
+    assert w.grad is None
