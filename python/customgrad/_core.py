@@ -16,7 +16,7 @@ import numpy as np
 from keras.src.backend import any_symbolic_tensors
 
 from . import _tree
-from ._variables import install as install_variable_recorder
+from ._variables import install as install_variable_recorder, variable_name
 from ._convention import (
     CustomGradientError,
     align_input_grads,
@@ -229,7 +229,7 @@ class Invocation:
         var_grads = []
         if grad_vars is not None:
             for var, value, g in zip(variables, variable_values, grad_vars):
-                name = getattr(var, "path", None) or getattr(var, "name", "?")
+                name = variable_name(var)
                 var_grads.append(None if g is None else self._checked(
                     g, value, f"the variable {name}", grad_fn))
         return input_grads, var_grads
@@ -376,7 +376,9 @@ def custom_gradient(f):
     `upstream=` if it declares that keyword; it returns one gradient per positional argument
     (nested like the argument, or flattened), None meaning zero. Keyword arguments of `f` are
     constants: they are passed through and get no gradient. If `f` reads trainable
-    `keras.Variable`s, grad_fn must accept `variables=` and return `(grad_xs, grad_vars)`.
+    `keras.Variable`s (or, on tensorflow, `tf.Variable`s; on torch, leaf tensors that require
+    grad, such as an `nn.Parameter`), grad_fn must accept `variables=` and return
+    `(grad_xs, grad_vars)`.
 
     Example:
         >>> import keras, customgrad

@@ -93,5 +93,19 @@ class recording:
             self.raw_values.append(value)
 
 
+def variable_name(variable) -> str:
+    """How messages name a variable f read: a keras.Variable by its path, a tf.Variable by its
+    name, a torch tensor (which has no name) by its shape.
+
+    >>> import keras
+    >>> variable_name(keras.Variable(1.0, name="scale"))
+    'scale'
+    """
+    name = getattr(variable, "path", None) or getattr(variable, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return f"a tensor of shape {tuple(variable.shape)}"
+
+
 def current_recorder() -> recording | None:
     return getattr(_local, "recorder", None)

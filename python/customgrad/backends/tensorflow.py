@@ -86,11 +86,55 @@ def cast_like(grad, like):
     return grad
 
 
-def call(inv):
-    if not inv.tensor_values:
-        inv.run_forward([])
-        return inv.output
+class _watching:
+    """Records, while f runs, the variables it reads: trainable floating-point `keras.Variable`s
+    (through Keras) and, as tf.custom_gradient finds them, trainable floating-point `tf.Variable`s
+    (a `tf.Module`'s, or any other) through TensorFlow's variable watcher. `variables()` returns
+    them without duplicates: the keras.Variables in the order of their first read, then the other
+    tf.Variables, with their raw values (for a tf.Variable, itself).
 
+    >>> import tensorflow as tf
+    >>> v = tf.Variable(2.0)
+    >>> with _watching(()) as w:
+    ...     _ = v * 3.0
+    >>> w.variables()[0] == [v]
+    True
+    """
+
+    __slots__ = ("_exclude", "_recording", "_watcher", "recorder")
+
+    def __init__(self, exclude):
+        self._exclude = exclude  # the arguments of f: a tf.Variable passed in is no hidden read
+
+    def __enter__(self) -> "_watching":
+        self._watcher = record.VariableWatcher()
+        self._watcher.__enter__()
+        self._recording = recording()
+        self.recorder = self._recording.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._recording.__exit__(*exc_info)
+        self._watcher.__exit__(*exc_info)
+
+    def variables(self) -> tuple[list, list]:
+        rec = self.recorder
+        watched = self._watcher.watched_variables()
+        if not watched:
+            return rec.variables, rec.raw_values
+        variables, values = list(rec.variables), list(rec.raw_values)
+        # a keras.Variable's raw value is the tf.Variable TensorFlow watched
+        known = {id(v) for v in values}
+        known.update(id(leaf) for leaf in self._exclude)
+        for v in watched:  # TensorFlow watches trainable variables only
+            if id(v) not in known and (v.dtype.is_floating or v.dtype.is_complex):
+                known.add(id(v))
+                variables.append(v)
+                values.append(v)
+        return variables, values
+
+
+def call(inv):
     # When a single non-persistent tape watches the inputs, nothing will ever differentiate
     # grad_fn, so the tape need not keep f's intermediates (tf.custom_gradient records them all:
     # 1.25x the memory of plain autodiff for a recomputing swish). Under nested or persistent
@@ -104,26 +148,28 @@ def call(inv):
     @tf.custom_gradient
     def forward(*tensors):
         quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-        with recording() as rec, quiet:
+        with _watching(inv.leaves) as watch, quiet:
             out_leaves, grad_fn = inv.run_forward(tensors)
-        if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
+        if (watch.recorder.losses_added
+                and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE):
             raise _loss_error(inv)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
         inv.release()
-        variables, var_values = rec.variables, rec.raw_values
+        variables, var_values = watch.variables()
 
         def backward(cotangents):
             return inv.run_backward(grad_fn, cotangents, variables, var_values)
 
-        if not variables:
-            return out_leaves, lambda *cts: backward(cts)[0]
-
-        def grad_with_variables(*cts, variables=None):
+        def grad(*cts, variables=None):
+            # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
+            # those are not among what f read for grad_fn, and get no gradient
             input_grads, var_grads = backward(cts)
+            if variables is None:
+                return input_grads
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-            return input_grads, [by_id.get(id(v)) for v in variables or ()]
+            return input_grads, [by_id.get(id(v)) for v in variables]
 
-        return out_leaves, grad_with_variables
+        return out_leaves, grad
 
     return inv.rebuild_output(forward(*inv.tensor_values))
 
@@ -132,13 +178,15 @@ def _call_eager(inv, first_order_only):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
     quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-    with recording() as rec, quiet:
+    with _watching(inv.leaves) as watch, quiet:
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
     if not record.could_possibly_record():  # no tape: nothing to record
         return inv.output
-    if rec.losses_added and first_order_only:
+    if watch.recorder.losses_added and first_order_only:
         raise _loss_error(inv)
-    variables, var_values = rec.variables, rec.raw_values
+    variables, var_values = watch.variables()
+    if not inv.tensor_values and not variables:
+        return inv.output  # nothing to differentiate: f's ops stay recorded as they ran
     with record.stop_recording():
         # new tensors (no copy): an output that is an input, or a tensor some tape already
         # knows, must not get a second producer on the tape

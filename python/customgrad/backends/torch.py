@@ -18,7 +18,8 @@ import torch
 from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
 
-from .._convention import fn_name, forward_mode_error, upstream_arguments
+from .._convention import (CustomGradientError, fn_name, forward_mode_error, inspect_grad_fn,
+                           upstream_arguments)
 from .._core import Invocation, OutputSpec
 from .._variables import recording
 
@@ -138,9 +139,10 @@ def _requires_grad(t) -> bool:
 
 def call(inv):
     _refuse_dual_tensors(inv.f, inv.tensor_values)
+    start = None if torch.compiler.is_compiling() else _next_node_number()
     with recording() as rec:
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
-    return _link(inv, rec, out_leaves, grad_fn)
+    return _link(inv, rec, out_leaves, grad_fn, start)
 
 
 def call_tensors(f, args):
@@ -154,11 +156,17 @@ def call_tensors(f, args):
     not already one tensor of the right shape and dtype per argument: same results, same errors.
     """
     _refuse_dual_tensors(f, args)
+    start = None if torch.compiler.is_compiling() else _next_node_number()
     with recording() as rec:
         result = f(*args)
-    if not _is_simple(result, args, rec):
+    hidden = None
+    if _is_simple(result, args, rec):
+        output = result[0]
+        hidden = [] if start is None else _hidden_leaves(
+            [output] if isinstance(output, torch.Tensor) else output, args, (), start)
+    if hidden is None or hidden:
         inv = Invocation(f, args, {}, _this_module(), tensors_only=True)
-        return _link(inv, rec, *inv.accept_forward(result))
+        return _link(inv, rec, *inv.accept_forward(result), start, hidden)
     output, grad_fn = result
     del result
     single = isinstance(output, torch.Tensor)
@@ -274,9 +282,13 @@ def _this_module():
     return sys.modules[__name__]
 
 
-def _link(inv, rec, out_leaves, grad_fn):
+def _link(inv, rec, out_leaves, grad_fn, start, hidden=None):
     """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
-    `_Link`, whose backward runs grad_fn; returns the output (or f's, when nothing needs grad)."""
+    `_Link`, whose backward runs grad_fn; returns the output (or f's, when nothing needs grad).
+
+    `start`: the number of the first autograd node f could have made (None under
+    torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
+    requiring grad that f read without receiving them (None: not looked for yet)."""
     if not torch.is_grad_enabled():
         return inv.output
     # Under torch.vmap a batched tensor says requires_grad=False even when the tensor it wraps
@@ -287,6 +299,11 @@ def _link(inv, rec, out_leaves, grad_fn):
         if diff and (transformed or t.requires_grad)
     ]
     variables, var_values = rec.variables, rec.raw_values
+    if hidden is None and not transformed and start is not None:
+        hidden = _hidden_leaves(out_leaves, inv.tensor_values, var_values, start)
+    if hidden:
+        # routed like the keras.Variables f read: grad_fn gets them in variables=
+        variables, var_values = variables + hidden, var_values + hidden
     linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)] if var_values else ()
     if not inputs and not linked_vars:
         return inv.output
@@ -308,6 +325,8 @@ def _link(inv, rec, out_leaves, grad_fn):
     versions = _closure_versions(grad_fn)
 
     def backward(cotangents):
+        if hidden and not inspect_grad_fn(grad_fn).accepts_variables:
+            raise _hidden_leaves_error(inv.f, grad_fn, hidden)
         if versions:
             _check_versions(versions, inv.f)
         if every_output:
@@ -335,6 +354,105 @@ def _link(inv, rec, out_leaves, grad_fn):
     result = inv.rebuild_output(result)
     inv.release()
     return result
+
+
+_next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next autograd node
+_AccumulateGrad = torch._C._functions.AccumulateGrad
+
+
+def _hidden_leaves(outputs, inputs, known, start) -> list:
+    """The leaf tensors that require grad (an nn.Parameter, a torch module's weights) that f's
+    outputs were computed from without f receiving them: not `inputs`, not `known` (the
+    keras.Variable values f read). Autograd would train them with no gradient from grad_fn.
+
+    Walks the autograd nodes f made (numbered `start` or later), from the outputs down to their
+    leaves; the walk stops at nodes made before f ran, so it costs one step per op of f, and a
+    node or two for f on plain tensors. A tensor made outside f and closed over is not a leaf
+    here: it is not followed.
+    """
+    stack, found = [], None
+    for o in outputs:
+        if isinstance(o, torch.Tensor) and o.requires_grad:
+            node = o.grad_fn
+            if node is None:  # f returned a leaf as it is
+                found = _found(o, inputs, found)
+            elif node._sequence_nr() >= start:  # else an input returned as it is
+                stack.append(node)
+    seen = None
+    while stack:
+        for node, _ in stack.pop().next_functions:
+            if node is None:
+                continue
+            if type(node) is _AccumulateGrad:
+                found = _found(node.variable, inputs, found)
+            elif node._sequence_nr() >= start:
+                if seen is None:
+                    seen = set()
+                if node not in seen:
+                    seen.add(node)
+                    stack.append(node)
+    if found is None:
+        return []
+    skip = {id(t) for t in known}
+    hidden = []
+    for t in found:
+        if id(t) not in skip:
+            skip.add(id(t))
+            hidden.append(t)
+    return hidden
+
+
+def _found(leaf, inputs, found):
+    """`found` with `leaf` appended unless it is an input (a list made only when needed)."""
+    for t in inputs:
+        if t is leaf:
+            return found
+    return [leaf] if found is None else found + [leaf]
+
+
+def _hidden_leaves_error(f, grad_fn, hidden) -> CustomGradientError:
+    names = _parameter_names(f, grad_fn)
+    described = ", ".join(
+        f"the parameter {names[id(t)]!r} (shape {tuple(t.shape)})" if id(t) in names
+        else f"a tensor of shape {tuple(t.shape)}" for t in hidden
+    )
+    return CustomGradientError(
+        f"customgrad.custom_gradient: `{fn_name(f)}` used tensors that require grad without "
+        f"receiving them as arguments: {described}. Its grad_fn `{fn_name(grad_fn)}` does not "
+        f"accept a `variables` keyword argument, so they would get no gradient. Pass them to "
+        f"`{fn_name(f)}` as positional arguments, or let grad_fn accept `variables=` (it then "
+        f"receives them, after any keras.Variables read, and returns (grad_xs, grad_vars))."
+    )
+
+
+def _parameter_names(*fns) -> dict:
+    """id(parameter) -> its name, as `module.weight`, for the torch modules that the functions
+    close over or name as globals (directly, or as an attribute of an object such as a Keras
+    layer: `self.dense.weight`); for messages."""
+    objects = []  # (name in the function, object)
+    for fn in fns:
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            continue
+        for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+            try:
+                objects.append((name, cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+        scope = getattr(fn, "__globals__", {})
+        objects.extend((name, scope[name]) for name in code.co_names if name in scope)
+    names = {}
+    for label, obj in objects:
+        if isinstance(obj, torch.nn.Module):
+            modules = [(label, obj)]
+        else:
+            attributes = getattr(obj, "__dict__", None) or {}
+            modules = [(f"{label}.{key}", m) for key, m in attributes.items()
+                       if isinstance(m, torch.nn.Module)]
+        for prefix, module in modules:
+            for name, p in module.named_parameters():
+                names.setdefault(id(p), f"{prefix}.{name}")
+    return names
 
 
 def ones_like(x):
