@@ -219,6 +219,11 @@ class Invocation:
         a leaf index of the arguments, or a text."""
         B = self.backend
         grad = B.convert(grad, ref)
+        if isinstance(ref, OutputSpec) and ref.check_gradient is not None:
+            if isinstance(where, int):
+                where = _tree.leaf_paths(self.args, "args")[where]
+            return ref.check_gradient(
+                grad, f"grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}`", where)
         if grad.shape == ref.shape and grad.dtype == ref.dtype:
             return grad  # the common case; what follows would accept it unchanged
         g_shape = B.static_shape(grad)
@@ -247,6 +252,9 @@ class OutputSpec:
 
     __slots__ = ("shape", "dtype", "device", "floating", "runtime_shape")
     describe_as = "tensor"  # in error messages
+    # Specs of structured tensors (TensorFlow's ragged and sparse tensors) check a gradient
+    # themselves: check_gradient(grad, who, where) -> the gradient, or a CustomGradientError.
+    check_gradient = None
 
     def __init__(self, shape, dtype, device, floating, runtime_shape=None):
         self.shape, self.dtype, self.device = shape, dtype, device
