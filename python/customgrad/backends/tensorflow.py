@@ -187,10 +187,10 @@ class _CompositeSpec(OutputSpec):
 
     __slots__ = ("values", "structure")
 
+    composite_type: type  # tf.RaggedTensor or tf.SparseTensor
+
     def __init__(self, x, values):
-        shape = x.shape
-        dims = tuple(shape.as_list()) if shape.rank is not None else ()
-        super().__init__(dims, x.dtype, None, is_float(values))
+        super().__init__(_dims(x.shape), x.dtype, None, is_float(values))
         self.values = spec(values)
 
     def check_gradient(self, grad, who: str, where: str):
