@@ -527,3 +527,10 @@ def test_grad_of_indexed_slices_is_an_error():
     with pytest.raises(TypeError, match="customgrad.vjp: cannot differentiate with respect to "
                        "a IndexedSlices"):
         customgrad.grad(lambda s: tf.reduce_sum(s.values))(slices)
+
+
+def test_check_gradients_of_ragged_arguments_is_an_error_naming_them():
+    f = customgrad.custom_gradient(square_with_doubled_grad)
+    with pytest.raises(ValueError, match=r"check_gradients: args\[1\] of `.*` is a "
+                       r"tf.RaggedTensor of shape \(3, None\).*finite differences need dense"):
+        customgrad.check_gradients(lambda x, rt: f(rt) * x, tf.constant(1.0), ragged())
