@@ -1,8 +1,8 @@
 """tf.RaggedTensor and tf.SparseTensor arguments and outputs on the tensorflow backend, side by side
 with tf.custom_gradient; tf.IndexedSlices as an upstream gradient and as a returned gradient.
 
-jax and torch have no such tensors: there a TensorFlow tensor is a foreign framework's tensor,
-which the tests of that case cover."""
+jax and torch have no such tensors: there a TensorFlow tensor is a foreign framework's tensor, a
+case of its own, so these tests run on tensorflow only."""
 
 import numpy as np
 import pytest
@@ -33,7 +33,8 @@ def both(fn):
 
 
 def run(mode, body, *args):
-    """body(*args) eagerly, or traced by tf.function (args become graph inputs)."""
+    """body(*args) eagerly, or traced by tf.function (args become graph inputs; "jit_compile":
+    compiled by XLA too)."""
     if mode == "eager":
         return body(*args)
     return tf.function(body, jit_compile=mode == "jit_compile")(*args)
