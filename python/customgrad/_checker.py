@@ -101,6 +101,14 @@ class _Problem:
                 f"customgrad.check_gradients: `{_name(f)}` has no floating-point tensor among its "
                 f"positional arguments; received {[_tree.describe(a) for a in args]}."
             )
+        for i in self.index:
+            spec = self.B.spec(values[i])
+            if spec.check_gradient is not None:  # a tf.RaggedTensor or tf.SparseTensor
+                raise ValueError(
+                    f"customgrad.check_gradients: {self.paths[i]} of `{_name(f)}` is "
+                    f"{_tree.describe(spec)}; finite differences need dense tensors. Check a "
+                    f"function of its (flat) values instead, one that rebuilds it inside."
+                )
         self.values = [values[i] for i in self.index]
         self.dtype = _widest([_dtype_name(v) for v in self.values])
         self.fd_dtype = "float64"  # lowered if f's outputs at float64 inputs are not float64

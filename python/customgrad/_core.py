@@ -242,6 +242,9 @@ class Invocation:
             refuse_foreign(grad, f"grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}` returned",
                            lambda: self._where(where))
         grad = B.convert(grad, ref)
+        if isinstance(ref, OutputSpec) and ref.check_gradient is not None:
+            return ref.check_gradient(
+                grad, f"grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}`", self._where(where))
         if grad.shape == ref.shape and grad.dtype == ref.dtype:
             return grad  # the common case; what follows would accept it unchanged
         g_shape = B.static_shape(grad)
@@ -251,8 +254,8 @@ class Invocation:
         )):
             raise CustomGradientError(
                 f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(self.f)}` "
-                f"returned a gradient of shape {tuple(g_shape)} for {self._where(where)}, which has shape "
-                f"{tuple(r_shape)}; gradients must have their input's shape (customgrad never "
+                f"returned a gradient of shape {tuple(g_shape)} for {self._where(where)}, which has "
+                f"shape {tuple(r_shape)}; gradients must have their input's shape (customgrad never "
                 f"broadcasts or sums them for you)."
             )
         return B.cast_like(grad, ref)
@@ -318,6 +321,9 @@ class OutputSpec:
 
     __slots__ = ("shape", "dtype", "device", "floating", "runtime_shape")
     describe_as = "tensor"  # in error messages
+    # Specs of structured tensors (TensorFlow's ragged and sparse tensors) check a gradient
+    # themselves: check_gradient(grad, who, where) -> the gradient, or a CustomGradientError.
+    check_gradient = None
 
     def __init__(self, shape, dtype, device, floating, runtime_shape=None):
         self.shape, self.dtype, self.device = shape, dtype, device
