@@ -333,7 +333,7 @@ class OutputSpec:
         return f"OutputSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
 
 
-def refuse_hidden_inputs(f, kwargs: dict, closure: tuple, backend) -> None:
+def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
     """Raises if a tensor being differentiated reaches f other than as a positional argument: by
     keyword, or closed over. grad_fn returns gradients for the positional arguments only, so its
     gradient would be lost without a word (or taken through f's own ops), differently on each
@@ -344,8 +344,8 @@ def refuse_hidden_inputs(f, kwargs: dict, closure: tuple, backend) -> None:
             if backend.being_differentiated(leaf):
                 found = f"the tensor passed by keyword `{key}`"
                 break
-    if found is None:
-        for name, cell in closure:
+    if found is None and check_closure:
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__):
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell: a name not assigned yet
@@ -409,15 +409,15 @@ def custom_gradient(f):
         backend_module()
         install_variable_recorder()
 
-    # f's closure cells (their contents are read per call): found once
-    cells = getattr(f, "__closure__", None) or ()
-    closure = tuple(zip(f.__code__.co_freevars, cells)) if cells else ()
+    # whether f closes over anything (the cells' contents are read per call); the cells are not
+    # kept here: torch.compile's tracer then fails to load them inside f
+    closes_over = bool(getattr(f, "__closure__", None))
 
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         backend = backend_module()
-        if kwargs or closure:
-            refuse_hidden_inputs(f, kwargs, closure, backend)
+        if kwargs or closes_over:
+            refuse_hidden_inputs(f, kwargs, closes_over and backend.sees_closures(), backend)
         tensors_only = not kwargs and all([backend.tensor_value(a) is a is not None for a in args])
         try:
             if tensors_only and backend.call_tensors is not None:

@@ -114,6 +114,9 @@ def framework_of(x: Any) -> str | None:
     return FRAMEWORKS.get(module.partition(".")[0]) if module else None
 
 
+_TF_COMPOSITES = ("RaggedTensor", "SparseTensor", "IndexedSlices")
+
+
 def _with_article(noun: str) -> str:
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
@@ -149,6 +152,8 @@ def describe(x: Any) -> str:
         kind = getattr(x, "describe_as", None)
         if kind is None and framework and type(x).__name__.endswith("Variable"):
             kind = f"{framework} variable"
+        if kind is None and framework == "tensorflow" and type(x).__name__ in _TF_COMPOSITES:
+            kind = f"tf.{type(x).__name__}"
         if kind is None:
             kind = {"numpy": "numpy array", "jax": "jax array", "tensorflow": "tensorflow tensor",
                     "torch": "torch tensor", "keras": "keras tensor"}.get(framework, type(x).__name__)

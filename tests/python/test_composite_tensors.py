@@ -257,7 +257,7 @@ def test_ragged_gradient_with_other_row_splits_is_an_error(mode):
     def body(rt):
         return tape_grads(lambda rt: tf.reduce_sum(f(rt)), [rt], (rt,))[0].flat_values
 
-    with raises(mode, r"grad_fn `.*grad` of `.*f` returned a RaggedTensor of shape \(3, None\) "
+    with raises(mode, r"grad_fn `.*grad` of `.*f` returned a tf.RaggedTensor of shape \(3, None\) "
                 r"and dtype float32 with another structure.* for args\[0\], a tf.RaggedTensor of "
                 r"shape \(3, None\) and dtype float32; expected a tf.RaggedTensor with the row "
                 r"splits of the input", at_run=True):
@@ -274,7 +274,7 @@ MISFITS = [
      r"\(values of shape \(2,\)\)", "with another structure"),
     ("other rows", lambda: tf.ragged.constant([[1.0, 2.0], [3.0, 4.0], [5.0]]),
      "with another structure", "at run"),
-    ("sparse", lambda: tf.SparseTensor([[0, 0]], [1.0], [3, 3]), "a SparseTensor", None),
+    ("sparse", lambda: tf.SparseTensor([[0, 0]], [1.0], [3, 3]), "a tf.SparseTensor", None),
     ("ragged rank 2", lambda: tf.ragged.constant([[[1.0]], [], [[2.0]]]),
      "with another structure", None),
 ]
@@ -392,7 +392,7 @@ def test_sparse_gradient_with_other_indices_is_an_error(mode):
     def body(sp):
         return tape_grads(lambda sp: f(sp), [sp.values], (sp,))[0]
 
-    with raises(mode, r"returned a SparseTensor .* with another structure.* for args\[0\], a "
+    with raises(mode, r"returned a tf.SparseTensor .* with another structure.* for args\[0\], a "
                 r"tf.SparseTensor of shape \(3, 3\).*expected a tf.SparseTensor with the "
                 r"indices and dense shape of the input", at_run=True):
         run(mode, body, sparse())

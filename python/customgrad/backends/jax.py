@@ -52,6 +52,10 @@ def zeros_like(x):
     return jnp.zeros(x.shape, x.dtype)
 
 
+def sees_closures() -> bool:
+    return True  # f's closure cells can be read while a call runs
+
+
 def being_differentiated(x, closed_over=False) -> bool:
     """Whether `x` is traced by reverse- or forward-mode differentiation (jax.grad, jax.vjp,
     jax.jvp). Under jax.jit alone it is not; differentiation outside a jit (grad of jit) cannot

@@ -58,6 +58,10 @@ def is_float(x) -> bool:
     return x.dtype.is_floating or x.dtype.is_complex
 
 
+def sees_closures() -> bool:
+    return True  # f's closure cells can be read while a call runs
+
+
 def being_differentiated(x, closed_over=False) -> bool:
     """Whether a gradient tape watches tensor `x` (variables are found by the tape's variable
     watching, not here)."""
@@ -409,7 +413,18 @@ def call(inv):
 
         return out_leaves, grad
 
-    outputs = forward(*tape_inputs)
+    try:
+        outputs = forward(*tape_inputs)
+    except TypeError as error:
+        # tf.custom_gradient refuses reference (TF1, non-resource) variables in f's graph with a
+        # TypeError that names only its own decorator
+        if "ResourceVariable" not in str(error):
+            raise
+        raise CustomGradientError(
+            f"customgrad.custom_gradient: `{fn_name(inv.f)}` uses a reference (non-resource) "
+            f"variable, which a custom gradient cannot route to grad_fn; create it as a resource "
+            f"variable (TensorFlow 2's default; use_resource=True in a variable_scope)."
+        ) from error
     return inv.rebuild_output([_with_component(s, o) for s, o in zip(inv.output_specs, outputs)])
 
 

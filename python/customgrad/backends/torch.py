@@ -40,6 +40,12 @@ def is_float(x) -> bool:
     return x.is_floating_point() or x.is_complex()
 
 
+def sees_closures() -> bool:
+    """Whether f's closure cells can be read now: not while torch.compile traces (dynamo then
+    fails to load the cell inside f; a closed-over tensor is not checked there)."""
+    return not torch.compiler.is_compiling()
+
+
 def being_differentiated(x, closed_over=False) -> bool:
     """Whether autograd will differentiate tensor `x` (for a tensor f closes over: a computed
     one; a leaf tensor that requires grad, like an nn.Parameter, is a variable)."""
