@@ -17,7 +17,8 @@ from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accum
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
-from .._convention import fn_name, forward_mode_error, loss_in_forward_error
+from .. import _forward
+from .._convention import fn_name, loss_in_forward_error
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -99,7 +100,8 @@ def call(inv):
     first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
         return _call_eager(inv, first_order_only)
-    _refuse_inner_accumulator(inv)
+    if _has_tangents(inv.tensor_values):
+        return _call_graph_forward_mode(inv)
 
     @tf.custom_gradient
     def forward(*tensors):
@@ -136,6 +138,8 @@ def _call_eager(inv, first_order_only):
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
     if not record.could_possibly_record():  # no tape: nothing to record
         return inv.output
+    if _has_tangents(inv.tensor_values):
+        _check_linear(inv, grad_fn, out_leaves, concrete=True)
     if rec.losses_added and first_order_only:
         raise _loss_error(inv)
     variables, var_values = rec.variables, rec.raw_values
@@ -157,17 +161,73 @@ def _call_eager(inv, first_order_only):
     return result
 
 
-def _refuse_inner_accumulator(inv):
-    """A tf.autodiff.ForwardAccumulator opened inside a tf.function sees tf.custom_gradient's
-    IdentityN, not grad_fn: its JVP is f's own derivative (or zero, when f ran unrecorded).
-    In eager mode the recorded operation's backward is transposed, and an accumulator around a
-    tf.function call transposes the function's gradient: both use grad_fn."""
-    _, tangents = pywrap_tfe.TFE_Py_PackJVPs(list(inv.tensor_values))
-    if tangents:
-        raise forward_mode_error(
-            inv.f, "a tf.autodiff.ForwardAccumulator opened inside a tf.function",
-            "Open the accumulator in eager mode (around the tf.function call, or with no "
-            "tf.function), where its JVP is computed from grad_fn, or use a GradientTape.")
+def _has_tangents(tensors) -> bool:
+    """Whether a tf.autodiff.ForwardAccumulator watches one of `tensors`."""
+    return bool(pywrap_tfe.TFE_Py_PackJVPs(list(tensors))[1])
+
+
+def _check_linear(inv, grad_fn, out_leaves, concrete):
+    """Forward mode is derived from grad_fn: refuses a grad_fn that is not linear in upstream
+    (marked, or, on concrete values, failing the probe)."""
+    float_outputs = [o for o in out_leaves if tf.is_tensor(o) and is_float(o)]
+    rule = None
+    if concrete and len(float_outputs) == len(out_leaves) and all(
+            o.dtype.is_floating and o.shape.is_fully_defined() for o in float_outputs):
+        def rule(us):
+            with record.stop_recording():
+                grads = inv.run_backward(grad_fn, [tf.constant(u, o.dtype)
+                                                   for u, o in zip(us, float_outputs)])[0]
+            return [None if g is None else g.numpy() for g in grads]
+    _forward.check_linear(inv.f, grad_fn, rule, [tuple(o.shape) for o in float_outputs])
+
+
+def _call_graph_forward_mode(inv):
+    """A call inside a tf.function under a tf.autodiff.ForwardAccumulator opened there.
+
+    The accumulator would see tf.custom_gradient's IdentityN, not grad_fn: its JVP would be f's
+    own derivative (NaN for log1pexp at 100) or zero. The outputs of tf.custom_gradient go
+    through one more identity, which is recorded (inputs -> outputs) with grad_fn as its
+    backward: the accumulator transposes it into the JVP, as it does in eager mode, and a tape
+    inside the function uses grad_fn. The graph itself still carries tf.custom_gradient's
+    gradient, for a tape outside the tf.function.
+    """
+    captured = {}
+
+    @tf.custom_gradient
+    def forward(*tensors):
+        with recording() as rec:
+            out_leaves, grad_fn = inv.run_forward(tensors)
+        if rec.losses_added:
+            raise _loss_error(inv)
+        out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
+        captured.update(grad_fn=grad_fn, rec=rec, out_leaves=out_leaves)
+        variables, var_values = rec.variables, rec.raw_values
+
+        def grad_with_variables(*cts, variables=None):
+            input_grads, var_grads = inv.run_backward(grad_fn, cts, rec.variables, var_values)
+            by_id = {id(v): g for v, g in zip(var_values, var_grads)}
+            return input_grads, [by_id.get(id(v)) for v in variables or ()]
+
+        if not variables:
+            return out_leaves, lambda *cts: inv.run_backward(grad_fn, cts)[0]
+        return out_leaves, grad_with_variables
+
+    results = forward(*inv.tensor_values)
+    grad_fn, rec = captured["grad_fn"], captured["rec"]
+    _check_linear(inv, grad_fn, captured["out_leaves"], concrete=False)
+    variables, var_values = rec.variables, rec.raw_values
+    with record.stop_recording():
+        outputs = [tf.identity(o) for o in results]
+    inputs = list(inv.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
+
+    def backward(*cotangents):
+        input_grads, var_grads = inv.run_backward(grad_fn, cotangents, variables, var_values)
+        return input_grads + (var_grads or [None] * len(variables))
+
+    record.record_operation(f"customgrad_{fn_name(inv.f)}", outputs, inputs, backward)
+    result = inv.rebuild_output(outputs)
+    inv.release()
+    return result
 
 
 def _loss_error(inv):
