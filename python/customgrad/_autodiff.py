@@ -203,8 +203,12 @@ def jvp(f, primals, tangents, has_aux: bool = False):
 
     Example:
         >>> import keras, customgrad
+        >>> @customgrad.custom_gradient(forward_mode=True)
+        ... def log1pexp(x):
+        ...     e = keras.ops.exp(x)
+        ...     return keras.ops.log(1.0 + e), lambda dy: dy * (1.0 - 1.0 / (1.0 + e))
         >>> x = keras.ops.convert_to_tensor([0.0, 100.0])
-        >>> y, dy = customgrad.jvp(customgrad.ops.log1pexp, (x,), (keras.ops.ones_like(x),))
+        >>> y, dy = customgrad.jvp(log1pexp, (x,), (keras.ops.ones_like(x),))
         >>> [float(v) for v in dy]
         [0.5, 1.0]
     """
