@@ -123,7 +123,7 @@ class _FunctorchLink(torch.autograd.Function):
 
     @staticmethod
     def forward(backward_fn, n_outputs, *tensors):
-        return tuple(t.view_as(t) for t in tensors[:n_outputs])
+        return tuple(tensors[i].view_as(tensors[i]) for i in range(n_outputs))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -390,6 +390,7 @@ def _derived_jvp(backward_fn, out_meta, in_meta, tangents):
     linear in the cotangents) applied to them, through torch.func.vjp, which nests in every
     transform and keeps the result differentiable (reverse over forward)."""
     f, grad_fn = backward_fn.forward_info
+    # the probe reads values: not under torch.func transforms (wrapped tensors) or compiling
     concrete = not (torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling())
     _forward.check_linear(f, grad_fn, _numpy_rule(backward_fn, out_meta) if concrete else None,
                           [tuple(m[0]) for m in out_meta])
