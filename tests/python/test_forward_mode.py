@@ -49,7 +49,7 @@ def total(fn):
     return lambda v: ops.sum(fn(v))
 
 
-# --- the backend-agnostic API ------------------------------------------------------------------
+# --- the backend-agnostic API --------------------------------------------------------------------
 def test_customgrad_jvp_is_grad_fns_derivative_at_100():
     x = t(X100)
     y, dy = customgrad.jvp(fwd_log1pexp, (x,), (ops.ones_like(x),))
@@ -128,7 +128,7 @@ def test_forward_mode_option_is_checked():
         customgrad.custom_gradient(None)
 
 
-# --- grad_fns that are not linear in their upstream ------------------------------------------
+# --- grad_fns that are not linear in their upstream ----------------------------------------------
 @customgrad.custom_gradient(forward_mode=True)
 def rescaled_by_norm(x):
     """An unmarked rule that rescales the upstream by its norm: found by the probe."""
@@ -223,7 +223,7 @@ def test_check_gradients_checks_the_derived_jvp():
         customgrad.check_gradients(wrong, t([0.3]), modes=("forward",))
 
 
-# --- torch -----------------------------------------------------------------------------------------
+# --- torch ---------------------------------------------------------------------------------------
 @pytest.mark.backends("torch")
 def test_torch_dual_tensors_func_jvp_and_jacfwd():
     import torch
@@ -294,7 +294,7 @@ def test_torch_compile_forward_mode():
         np.testing.assert_allclose(npy(fwAD.unpack_dual(y).tangent), [0.5, 1.0])
 
 
-# --- jax -------------------------------------------------------------------------------------------
+# --- jax -----------------------------------------------------------------------------------------
 @pytest.mark.backends("jax")
 def test_jax_jvp_jacfwd_and_hessian_with_forward_mode_eager_and_jit():
     import jax
@@ -343,7 +343,7 @@ def test_jax_without_forward_mode_jvp_is_jax_s_error():
         customgrad.jvp(log1pexp, (x,), (ops.ones_like(x),))
 
 
-# --- tensorflow ------------------------------------------------------------------------------------
+# --- tensorflow ----------------------------------------------------------------------------------
 def _jvp_with_accumulator(v):
     import tensorflow as tf
 
