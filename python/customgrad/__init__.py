@@ -10,11 +10,11 @@
 """
 
 from ._convention import CustomGradientError
-from ._autodiff import grad, value_and_grad, vjp
+from ._autodiff import grad, hvp, jvp, value_and_grad, vjp
 from ._checker import Check, GradientCheckError, GradientCheckReport, check_gradients
 from ._core import custom_gradient
 
-__all__ = ["custom_gradient", "CustomGradientError", "grad", "value_and_grad", "vjp",
+__all__ = ["custom_gradient", "CustomGradientError", "grad", "value_and_grad", "vjp", "jvp", "hvp",
            "check_gradients", "GradientCheckError", "GradientCheckReport", "Check", "ops", "layers"]
 __version__ = "0.1.0"
 

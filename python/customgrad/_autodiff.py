@@ -12,6 +12,7 @@ import functools
 import keras
 
 from . import _tree
+from ._convention import CustomGradientError
 from ._core import backend_module
 
 
@@ -189,3 +190,138 @@ def grad(f, argnums=0, has_aux: bool = False):
         return (g, value[1]) if has_aux else g
 
     return wrapper
+
+
+def jvp(f, primals, tangents, has_aux: bool = False):
+    """Returns `(outputs, output_tangents)` (and `aux` if `has_aux`), like `jax.jvp`, on any
+    backend: the directional derivative of `f` at `primals` along `tangents`.
+
+    `primals` is a tuple of `f`'s positional arguments; `tangents` has their structure (None for
+    a zero tangent). Output tangents have the structure of the outputs (None for non-float
+    leaves). For a `customgrad.custom_gradient` function the JVP is derived from its grad_fn
+    (on jax the function needs `forward_mode=True`).
+
+    Example:
+        >>> import keras, customgrad
+        >>> @customgrad.custom_gradient(forward_mode=True)
+        ... def log1pexp(x):
+        ...     e = keras.ops.exp(x)
+        ...     return keras.ops.log(1.0 + e), lambda dy: dy * (1.0 - 1.0 / (1.0 + e))
+        >>> x = keras.ops.convert_to_tensor([0.0, 100.0])
+        >>> y, dy = customgrad.jvp(log1pexp, (x,), (keras.ops.ones_like(x),))
+        >>> [float(v) for v in dy]
+        [0.5, 1.0]
+    """
+    if not isinstance(primals, (tuple, list)):
+        raise TypeError(
+            f"customgrad.jvp: primals must be a tuple of the positional arguments of "
+            f"`{getattr(f, '__name__', f)}`; received {_tree.describe(primals)}."
+        )
+    B = backend_module()
+    if not hasattr(B, "vjp_flat"):
+        raise NotImplementedError(
+            f"customgrad.jvp: the {B.__name__.rsplit('.', 1)[-1]!r} Keras backend has no "
+            f"autodiff; derivatives need jax, tensorflow or torch."
+        )
+    primals = tuple(primals)
+    leaves = [_as_primal(leaf) for leaf in _tree.flatten(primals)]
+    try:
+        tangent_leaves = _tree.match(tuple(tangents), primals)
+    except (TypeError, _tree.StructureMismatch) as e:
+        raise ValueError(
+            f"customgrad.jvp: tangents must have the structure of primals "
+            f"({_tree.describe(primals)}); received {_tree.describe(tangents)} ({e})."
+        ) from None
+    values = [B.tensor_value(leaf) for leaf in leaves]
+    diff = [i for i, v in enumerate(values) if v is not None and B.is_float(v)]
+    paths = _tree.leaf_paths(primals, "primals")
+    diff_tangents = [_tangent_like(tangent_leaves[i], values[i], B, paths[i]) for i in diff]
+    structure = {}
+
+    def flat_fn(*diff_values):
+        current = list(leaves)
+        for i, v in zip(diff, diff_values):
+            current[i] = v
+        result = f(*_tree.unflatten(primals, current))
+        if has_aux:
+            if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                raise TypeError(
+                    f"customgrad.jvp: with has_aux=True, `{getattr(f, '__name__', f)}` must "
+                    f"return a pair (output, aux); received {_tree.describe(result)}."
+                )
+            result, aux = result
+        else:
+            aux = None
+        out_leaves = _tree.flatten(result) + (_tree.flatten(aux) if has_aux else [])
+        # only tensors go through the transform; other leaves (None, strings) are kept aside
+        is_tensor = [B.is_tensor(o) for o in out_leaves]
+        structure.update(out=result, aux=aux, n_out=len(_tree.flatten(result)),
+                         is_tensor=is_tensor, others=out_leaves)
+        return tuple(o for o, k in zip(out_leaves, is_tensor) if k)
+
+    try:
+        outs, out_tangents = keras.ops.jvp(flat_fn, tuple(values[i] for i in diff),
+                                           tuple(diff_tangents))
+    except TypeError as e:
+        if "forward-mode autodiff (jvp) to a custom_vjp" not in str(e):
+            raise
+        raise CustomGradientError(
+            f"customgrad.jvp: `{getattr(f, '__name__', f)}` calls a custom-gradient function "
+            f"built for reverse mode only; on jax, forward mode needs "
+            f"customgrad.custom_gradient(..., forward_mode=True) ({e})"
+        ) from e
+    outs, out_tangents = iter(outs), iter(out_tangents)
+    all_out, all_tan = [], []
+    for o, k in zip(structure["others"], structure["is_tensor"]):
+        value, tangent = (next(outs), next(out_tangents)) if k else (o, None)
+        all_out.append(value)
+        all_tan.append(tangent if k and B.is_float(value) else None)
+    n_out = structure["n_out"]
+    outputs = _tree.unflatten(structure["out"], all_out[:n_out])
+    output_tangents = _tree.unflatten(structure["out"], all_tan[:n_out])
+    if has_aux:
+        return outputs, output_tangents, _tree.unflatten(structure["aux"], all_out[n_out:])
+    return outputs, output_tangents
+
+
+def _tangent_like(tangent, primal, B, where):
+    """A tangent leaf as a tensor of its primal's dtype (None: zeros), shape-checked."""
+    if tangent is None:
+        return keras.ops.zeros_like(primal)
+    tangent = _as_primal(tangent)
+    value = B.tensor_value(tangent)
+    value = keras.ops.convert_to_tensor(tangent if value is None else value,
+                                        dtype=keras.backend.standardize_dtype(primal.dtype))
+    if tuple(value.shape) != tuple(primal.shape):
+        raise ValueError(
+            f"customgrad.jvp: the tangent of {where} has shape {tuple(value.shape)}, but the "
+            f"primal has shape {tuple(primal.shape)}; each "
+            f"tangent must have its primal's shape."
+        )
+    return value
+
+
+def hvp(f, primals, vectors):
+    """Returns the Hessian-vector product H v of scalar `f` at `primals`, one entry per primal
+    (in its structure), forward over reverse: the JVP of `customgrad.grad(f)` along `vectors`.
+
+    For a `customgrad.custom_gradient` function the Hessian is the derivative of its grad_fn
+    (reverse mode), so this works for every custom-gradient function on every backend, also
+    without `forward_mode=True` on jax.
+
+    Example:
+        >>> import keras, customgrad
+        >>> x = keras.ops.convert_to_tensor([0.0, 2.0])
+        >>> f = lambda v: keras.ops.sum(customgrad.ops.log1pexp(v))
+        >>> (hv,) = customgrad.hvp(f, (x,), (keras.ops.ones_like(x),))
+        >>> [round(float(v), 4) for v in hv]  # sigmoid(x) * (1 - sigmoid(x))
+        [0.25, 0.105]
+    """
+    if not isinstance(primals, (tuple, list)) or not primals:
+        raise TypeError(
+            f"customgrad.hvp: primals must be a non-empty tuple of the positional arguments of "
+            f"`{getattr(f, '__name__', f)}`; received {_tree.describe(primals)}."
+        )
+    gradient = grad(f, argnums=tuple(range(len(primals))))
+    _, hv = jvp(gradient, tuple(primals), vectors)
+    return tuple(hv)

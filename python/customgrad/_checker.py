@@ -18,7 +18,7 @@ import numpy as np
 from keras.src.backend.common import dtypes as keras_dtypes
 
 from . import _tree
-from ._autodiff import vjp
+from ._autodiff import jvp, vjp
 from ._core import backend_module
 
 # Per dtype of the computation under test: (atol, rtol) and the float64 finite-difference step.
@@ -177,6 +177,7 @@ def check_gradients(
     eps: float | None = None,
     seed: int = 0,
     raise_on_failure: bool = True,
+    modes=("rev",),
     **kwargs,
 ) -> GradientCheckReport:
     """Checks the gradient `f` defines against float64 finite differences (or plain autodiff).
@@ -191,6 +192,9 @@ def check_gradients(
         directions: random directions per leaf for the inner-product check.
         atol, rtol, eps: override the tolerances (chosen by dtype) and the float64 step.
         raise_on_failure: raise `GradientCheckError` (default) or just return the report.
+        modes: which derivatives to check: "rev" (the VJP, default) and/or "fwd" (the JVP,
+            which for a custom-gradient function is derived from grad_fn; on jax the function
+            needs forward_mode=True), each against finite differences.
 
     Returns:
         A `GradientCheckReport` listing every check.
@@ -203,7 +207,15 @@ def check_gradients(
         ...     return keras.ops.log1p(e), lambda dy: dy * (1 - 1 / (1 + e))
         >>> customgrad.check_gradients(log1pexp, keras.ops.convert_to_tensor([0.0, 10.0])).passed
         True
+        >>> @customgrad.custom_gradient(forward_mode=True)
+        ... def softplus(x):
+        ...     return keras.ops.softplus(x), lambda dy: dy * keras.ops.sigmoid(x)
+        >>> report = customgrad.check_gradients(softplus, keras.ops.convert_to_tensor([0.5, 2.0]),
+        ...                                     modes=("rev", "fwd"))
+        >>> sorted({c.name for c in report.checks})
+        ['JVP vs finite differences', 'VJP vs finite differences']
     """
+    modes = _checked_modes(modes)
     if order not in (1, 2):
         raise ValueError(f"customgrad.check_gradients: order must be 1 or 2; received {order!r}.")
     if against not in ("finite_differences", "autodiff"):
@@ -218,14 +230,18 @@ def check_gradients(
     rng = np.random.default_rng(seed)
     report = GradientCheckReport(_name(f))
 
-    if against == "autodiff":
-        _check_against_autodiff(problem, rng, tol, report)
-    else:
-        _check_directions(problem, rng, tol, eps, directions, report, "VJP vs finite differences")
-        if jacobian:
-            _check_jacobian(problem, tol, eps, report)
-    if order == 2:
-        _check_second_order(problem, rng, tol, eps, directions, report)
+    if "rev" in modes:
+        if against == "autodiff":
+            _check_against_autodiff(problem, rng, tol, report)
+        else:
+            _check_directions(problem, rng, tol, eps, directions, report,
+                              "VJP vs finite differences")
+            if jacobian:
+                _check_jacobian(problem, tol, eps, report)
+        if order == 2:
+            _check_second_order(problem, rng, tol, eps, directions, report)
+    if "fwd" in modes:
+        _check_forward(problem, rng, tol, eps, directions, report)
 
     if raise_on_failure and not report.passed:
         first = report.failures[0]
@@ -371,3 +387,49 @@ def _check_second_order(problem, rng, tol, eps, directions, report):
     second = _Problem(first_order, problem.args, problem.kwargs)
     _check_directions(second, rng, (tol[0] * 10, tol[1] * 10), eps * 10, directions, report,
                       "VJP of VJP vs finite differences")
+
+
+_MODES = ("rev", "fwd")
+
+
+def _checked_modes(modes) -> tuple:
+    if isinstance(modes, str):
+        modes = (modes,)
+    if not isinstance(modes, (tuple, list)) or not modes or any(m not in _MODES for m in modes):
+        raise ValueError(
+            f"customgrad.check_gradients: modes must be a non-empty tuple of 'rev' and 'fwd'; "
+            f"received {modes!r}."
+        )
+    return tuple(modes)
+
+
+def _check_forward(problem, rng, tol, eps, directions, report):
+    """Checks the JVP (customgrad.jvp: derived from grad_fn for a custom-gradient function)
+    along random directions, one leaf at a time, through <u, J v> against finite differences."""
+    base, outs, u = _output_cotangents(problem, rng)
+    if problem.fd_dtype != "float64":
+        eps = max(eps, 1e-3)
+    rounding = _ROUNDING[problem.fd_dtype]
+    for _ in range(directions):
+        for k, leaf_index in enumerate(problem.index):
+            v = _random_like(rng, base[k].shape)
+            tangents = [keras.ops.zeros_like(value) for value in problem.values]
+            tangents[k] = keras.ops.convert_to_tensor(v, dtype=_dtype_name(problem.values[k]))
+            _, jv = jvp(lambda *values: problem.call(values), tuple(problem.values),
+                        tuple(tangents))
+            got_leaves = [np.zeros(o.shape) if t is None else _np(t)
+                          for t, o in zip(_tree.flatten(jv), outs)]
+            plus, minus = list(base), list(base)
+            plus[k], minus[k] = base[k] + eps * v, base[k] - eps * v
+            f_plus, f_minus = problem.call_float64(plus), problem.call_float64(minus)
+            terms = [ui * (fp - fm) / (2 * eps) for ui, fp, fm in zip(u, f_plus, f_minus)]
+            fd = sum(float(np.sum(t)) for t in terms)
+            scale = sum(float(np.sum(np.abs(t))) for t in terms)
+            got = sum(float(np.sum(ui * g)) for ui, g in zip(u, got_leaves))
+            error = abs(got - fd) if math.isfinite(got) else math.inf
+            fd_noise = rounding * sum(
+                float(np.sum(np.abs(ui) * (np.abs(fp) + np.abs(fm))))
+                for ui, fp, fm in zip(u, f_plus, f_minus)) / (2 * eps)
+            allowed = tol[0] * math.sqrt(v.size) + tol[1] * max(scale, abs(fd)) + fd_noise
+            report.checks.append(Check("JVP vs finite differences", problem.paths[leaf_index],
+                                       error, allowed))

@@ -44,17 +44,6 @@ def loss_in_forward_error(f, why: str) -> CustomGradientError:
     )
 
 
-def forward_mode_error(f, how: str, instead: str) -> CustomGradientError:
-    """The error for forward-mode differentiation (JVPs) where grad_fn cannot be used for it:
-    the backend would differentiate f's own ops (or nothing) without a word."""
-    return CustomGradientError(
-        f"customgrad.custom_gradient: `{fn_name(f)}` was called under forward-mode "
-        f"differentiation ({how}); a custom gradient defines reverse-mode derivatives (grad_fn "
-        f"maps output cotangents to input gradients, as jax.custom_vjp does), and here the "
-        f"forward-mode derivative would silently ignore it. {instead}"
-    )
-
-
 class GradSignature(NamedTuple):
     """What `call_grad_fn` needs to know of a grad_fn's parameters.
 

@@ -16,6 +16,7 @@ import numpy as np
 from keras.src.backend import any_symbolic_tensors
 
 from . import _tree
+from ._forward import call_forward_mode, forward_mode_option
 from ._variables import install as install_variable_recorder, variable_name
 from ._convention import (
     CustomGradientError,
@@ -362,6 +363,9 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
         )
 
 
+_NO_FUNCTION = object()  # custom_gradient called with options only, as a decorator factory
+
+
 class _SymbolicCall(keras.Operation):
     """A custom-gradient function as one operation of a functional model."""
 
@@ -373,7 +377,7 @@ class _SymbolicCall(keras.Operation):
         return self.fn(*args, **kwargs)
 
 
-def custom_gradient(f):
+def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
     """Decorates `f` so that its gradient is the one `f` defines, on every Keras backend.
 
     `f(*args, **kwargs)` returns `(output, grad_fn)`; the decorated function returns `output`,
@@ -386,6 +390,13 @@ def custom_gradient(f):
     grad, such as an `nn.Parameter`), grad_fn must accept `variables=` and return
     `(grad_xs, grad_vars)`.
 
+    Forward mode (JVPs: `keras.ops.jvp`, `torch.func.jvp`, `jax.jvp`, `ForwardAccumulator`, and
+    Hessians forward over reverse) is derived from grad_fn, which must then be linear in its
+    upstream. On torch and tensorflow it works for every function. On jax it needs
+    `forward_mode=True` (`@custom_gradient(forward_mode=True)`): the function is then built on
+    jax.custom_jvp instead of jax.custom_vjp (jax allows one of them), and reverse mode
+    transposes the derived JVP, which computes grad_fn's values again.
+
     Example:
         >>> import keras, customgrad
         >>> @customgrad.custom_gradient
@@ -397,6 +408,9 @@ def custom_gradient(f):
         >>> float(customgrad.grad(log1pexp)(keras.ops.convert_to_tensor(100.0)))
         1.0
     """
+    forward_mode = forward_mode_option(forward_mode, "customgrad.custom_gradient")
+    if f is _NO_FUNCTION:  # @custom_gradient(forward_mode=True)
+        return functools.partial(custom_gradient, forward_mode=forward_mode)
     if not callable(f):
         raise TypeError(
             f"customgrad.custom_gradient: expected a callable f(*args) returning "
@@ -427,6 +441,9 @@ def custom_gradient(f):
                 # running the model calls this function (and its gradient), not the ops inside f
                 # one by one.
                 return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
+            if forward_mode:
+                return call_forward_mode(
+                    backend, Invocation(f, args, kwargs, backend, tensors_only))
             return backend.call(Invocation(f, args, kwargs, backend, tensors_only))
         except Exception as error:
             framework = _foreign_framework_in(error)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from keras import ops as kops
 
 from ._core import custom_gradient
+from ._forward import nonlinear
 
 __all__ = [
     "log1pexp", "clip_gradient", "clip_gradient_norm", "reverse_gradient", "scale_gradient",
@@ -66,7 +67,8 @@ def clip_gradient(x, min_value, max_value):
 
     @custom_gradient
     def clip(x):
-        return x, lambda upstream: kops.clip(upstream, min_value, max_value)
+        return x, nonlinear(lambda upstream: kops.clip(upstream, min_value, max_value),
+                            "it clips the upstream elementwise")
 
     return clip(x)
 
@@ -92,7 +94,7 @@ def clip_gradient_norm(x, max_norm):
             factor = kops.minimum(1.0, max_norm / kops.maximum(norm, 1e-12))
             return upstream * _cast(factor, upstream)
 
-        return x, grad
+        return x, nonlinear(grad, "it rescales the upstream by its norm")
 
     return clip(x)
 

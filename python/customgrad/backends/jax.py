@@ -23,6 +23,7 @@ from keras import StatelessScope
 from jax._src.interpreters.ad import JVPTracer, LinearizeTracer  # no public name tells AD tracers
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
+from .. import _forward
 from .._convention import CustomGradientError, fn_name, loss_in_forward_error
 from .._core import OutputSpec
 from .._variables import recording
@@ -295,3 +296,97 @@ def vjp_flat(fn, values, reusable=True):
 def float64_scope():
     """float64 arrays need JAX's x64 mode (off by default); scoped to the block."""
     return jax.enable_x64(True)
+
+
+def call_forward_mode(inv):
+    """`call` for `custom_gradient(f, forward_mode=True)`: built on jax.custom_jvp, whose JVP rule
+    derives J v from grad_fn (the VJP of grad_fn, which is linear in the cotangent, applied to
+    v). jax then takes reverse mode by transposing that rule, which gives back grad_fn's own
+    computation: same values, so jax.grad, jax.jvp, jacfwd, jacrev and hessian all use grad_fn.
+    (jax allows custom_vjp or custom_jvp on one function, not both: hence the opt-in.)"""
+    mapping = _scope_mapping()
+    candidates = [
+        (key, value) for key, value in (mapping or {}).items()
+        if isinstance(value, jax.core.Tracer) and is_float(value)
+    ]
+    tensor_values = list(inv.tensor_values)
+    n_arg_leaves = len(inv._arg_is_tensor)
+    positional = [k for k, i in enumerate(inv.tensor_index) if i < n_arg_leaves]
+    n_inputs = len(positional)
+    candidate_ids = [key for key, _ in candidates]
+    primals = [tensor_values[k] for k in positional] + [value for _, value in candidates]
+    traced = any(isinstance(p, jax.core.Tracer) for p in primals + tensor_values)
+    if not traced and not _closes_over_tracer(inv.f):
+        inv.run_forward(inv.tensor_values)  # nothing can differentiate this call
+        return inv.output
+    primal_specs = [spec(p) for p in primals]
+
+    def forward(primals):
+        primals = [p if isinstance(p, jax.Array) else jnp.asarray(p) for p in primals]
+        values = list(tensor_values)
+        for k, p in zip(positional, primals[:n_inputs]):
+            values[k] = p
+        with _variables_bound(mapping, candidate_ids, primals[n_inputs:]) as scope, \
+                recording() as rec:
+            out_leaves, grad_fn = inv.run_forward(values)
+        if scope is not None and scope.updates:
+            raise CustomGradientError(
+                f"customgrad.custom_gradient: `{fn_name(inv.f)}` (forward_mode=True) assigned "
+                f"{len(scope.updates)} variable(s) inside a stateless scope; on jax such updates "
+                f"cannot leave a custom_jvp function. Use forward_mode=False (the default) for "
+                f"functions that assign variables.")
+        if rec.losses_added and mapping is not None and get_stateless_scope().collect_losses:
+            raise loss_in_forward_error(
+                inv.f, "on jax inside a stateless scope (model.fit) such a loss cannot leave the "
+                "custom gradient, and grad_fn does not define its gradient")
+        return [jnp.asarray(o) for o in out_leaves], grad_fn, rec, primals[n_inputs:]
+
+    @jax.custom_jvp
+    def primal(*primals):
+        return forward(primals)[0]
+
+    @primal.defjvp
+    def primal_jvp(primals, tangents):
+        out_leaves, grad_fn, rec, variable_primals = forward(primals)
+        float_outputs = [j for j, o in enumerate(out_leaves) if is_float(o)]
+        floating_in = [k for k, p in enumerate(primal_specs) if p.floating]
+
+        def rule(*cotangents):  # cotangents of the float outputs -> grads of the float inputs
+            full = [None] * len(out_leaves)
+            for j, ct in zip(float_outputs, cotangents):
+                full[j] = ct
+            with _variables_bound(mapping, candidate_ids, variable_primals):
+                input_grads, var_grads = inv.run_backward(grad_fn, full, rec.variables,
+                                                          rec.raw_values)
+            by_id = {id(v): g for v, g in zip(rec.raw_values, var_grads)}
+            grads = ([input_grads[k] for k in positional]
+                     + [by_id.get(id(v)) for v in variable_primals])
+            return [zeros(primal_specs[k]) if grads[k] is None else grads[k] for k in floating_in]
+
+        concrete = not any(isinstance(p, jax.core.Tracer) for p in primals)
+        _forward.check_linear(
+            inv.f, grad_fn,
+            (lambda us: [np.asarray(g) for g in rule(*[jnp.asarray(u, out_leaves[j].dtype)
+                                                       for u, j in zip(us, float_outputs)])])
+            if concrete else None,
+            [out_leaves[j].shape for j in float_outputs])
+        _, back = jax.vjp(rule, *[jnp.zeros_like(out_leaves[j]) for j in float_outputs])
+        float_tangents = back([_instantiate(tangents[k], primal_specs[k]) for k in floating_in])
+        float_tangents = iter(float_tangents)
+        out_tangents = [next(float_tangents) if is_float(o)
+                        else np.zeros(o.shape, dtype=jax.dtypes.float0) for o in out_leaves]
+        return out_leaves, out_tangents
+
+    results = primal(*primals)
+    inv.release()
+    return inv.rebuild_output(results)
+
+
+def _instantiate(tangent, spec_):
+    """A tangent as an array of its primal's dtype (jax passes symbolic zeros as float0 or
+    SymbolicZero in some paths)."""
+    if isinstance(tangent, jax.Array) and tangent.dtype == spec_.dtype:
+        return tangent
+    if getattr(tangent, "dtype", None) == jax.dtypes.float0 or tangent is None:
+        return zeros(spec_)
+    return jnp.asarray(tangent, spec_.dtype)

@@ -23,8 +23,8 @@ from tensorflow.python.eager import record  # no public API stops recording on e
 from tensorflow.python.framework.composite_tensor import CompositeTensor
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
-from .. import _tree
-from .._convention import CustomGradientError, fn_name, forward_mode_error, loss_in_forward_error
+from .. import _forward, _tree
+from .._convention import CustomGradientError, fn_name, loss_in_forward_error
 from .._core import OutputSpec
 from .._variables import recording
 
@@ -379,7 +379,13 @@ def call(inv):
     first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
         return _call_eager(inv, tape_inputs, first_order_only)
-    _refuse_inner_accumulator(inv, tape_inputs)
+    if _has_tangents(tape_inputs):
+        if composite_inputs:
+            raise CustomGradientError(
+                f"customgrad.custom_gradient: `{fn_name(inv.f)}` has ragged or sparse arguments "
+                f"and a tf.autodiff.ForwardAccumulator opened inside a tf.function watches it; "
+                f"forward mode of composite tensors is supported in eager mode only.")
+        return _call_graph_forward_mode(inv)
     values = inv.tensor_values
 
     @tf.custom_gradient
@@ -402,16 +408,7 @@ def call(inv):
                 grad_fn, _upstream_leaves(inv, cotangents), variables, var_values)
             return [_component(g) for g in input_grads], var_grads
 
-        def grad(*cts, variables=None):
-            # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
-            # those are not among what f read for grad_fn, and get no gradient
-            input_grads, var_grads = backward(cts)
-            if variables is None:
-                return input_grads
-            by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-            return input_grads, [by_id.get(id(v)) for v in variables]
-
-        return out_leaves, grad
+        return out_leaves, _tf_grad_fn(backward, var_values)
 
     try:
         outputs = forward(*tape_inputs)
@@ -428,6 +425,22 @@ def call(inv):
     return inv.rebuild_output([_with_component(s, o) for s, o in zip(inv.output_specs, outputs)])
 
 
+def _tf_grad_fn(backward, var_values):
+    """The grad function handed to tf.custom_gradient: `backward(cotangents)` returns (input
+    gradients, gradients of `var_values`, the variables f read)."""
+
+    def grad(*cts, variables=None):
+        # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
+        # those are not among what f read for grad_fn, and get no gradient
+        input_grads, var_grads = backward(cts)
+        if variables is None:
+            return input_grads
+        by_id = {id(v): g for v, g in zip(var_values, var_grads)}
+        return input_grads, [by_id.get(id(v)) for v in variables]
+
+    return grad
+
+
 def _call_eager(inv, tape_inputs, first_order_only):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
@@ -437,6 +450,8 @@ def _call_eager(inv, tape_inputs, first_order_only):
     _refuse_other_composite_outputs(inv, out_leaves)
     if not record.could_possibly_record():  # no tape: nothing to record
         return inv.output
+    if _has_tangents(tape_inputs):
+        _check_linear(inv, grad_fn, out_leaves, concrete=True)
     if watch.recorder.losses_added and first_order_only:
         raise _loss_error(inv)
     variables, var_values = watch.variables()
@@ -462,17 +477,70 @@ def _call_eager(inv, tape_inputs, first_order_only):
     return result
 
 
-def _refuse_inner_accumulator(inv, tape_inputs):
-    """A tf.autodiff.ForwardAccumulator opened inside a tf.function sees tf.custom_gradient's
-    IdentityN, not grad_fn: its JVP is f's own derivative (or zero, when f ran unrecorded).
-    In eager mode the recorded operation's backward is transposed, and an accumulator around a
-    tf.function call transposes the function's gradient: both use grad_fn."""
-    _, tangents = pywrap_tfe.TFE_Py_PackJVPs(list(tape_inputs))
-    if tangents:
-        raise forward_mode_error(
-            inv.f, "a tf.autodiff.ForwardAccumulator opened inside a tf.function",
-            "Open the accumulator in eager mode (around the tf.function call, or with no "
-            "tf.function), where its JVP is computed from grad_fn, or use a GradientTape.")
+def _has_tangents(tensors) -> bool:
+    """Whether a tf.autodiff.ForwardAccumulator watches one of `tensors`."""
+    return bool(pywrap_tfe.TFE_Py_PackJVPs(list(tensors))[1])
+
+
+def _check_linear(inv, grad_fn, out_leaves, concrete):
+    """Forward mode is derived from grad_fn: refuses a grad_fn that is not linear in upstream
+    (marked, or, on concrete values, failing the probe)."""
+    float_outputs = [o for o in out_leaves if tf.is_tensor(o) and is_float(o)]
+    rule = None
+    if concrete and len(float_outputs) == len(out_leaves) and all(
+            o.dtype.is_floating and o.shape.is_fully_defined() for o in float_outputs):
+        def rule(us):
+            with record.stop_recording():
+                grads = inv.run_backward(grad_fn, [tf.constant(u, o.dtype)
+                                                   for u, o in zip(us, float_outputs)])[0]
+            return [None if g is None else g.numpy() for g in grads]
+    _forward.check_linear(inv.f, grad_fn, rule, [tuple(o.shape) for o in float_outputs])
+
+
+def _call_graph_forward_mode(inv):
+    """A call inside a tf.function under a tf.autodiff.ForwardAccumulator opened there.
+
+    The accumulator would see tf.custom_gradient's IdentityN, not grad_fn: its JVP would be f's
+    own derivative (NaN for log1pexp at 100) or zero. The outputs of tf.custom_gradient go
+    through one more identity, which is recorded (inputs -> outputs) with grad_fn as its
+    backward: the accumulator transposes it into the JVP, as it does in eager mode, and a tape
+    inside the function uses grad_fn. The graph itself still carries tf.custom_gradient's
+    gradient, for a tape outside the tf.function.
+    """
+    captured = {}
+
+    @tf.custom_gradient
+    def forward(*tensors):
+        with _watching(inv.leaves) as watch:
+            out_leaves, grad_fn = inv.run_forward(tensors)
+        if watch.recorder.losses_added:
+            raise _loss_error(inv)
+        out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
+        variables, var_values = watch.variables()
+        captured.update(grad_fn=grad_fn, variables=variables, var_values=var_values,
+                        out_leaves=out_leaves)
+
+        def backward(cotangents):
+            return inv.run_backward(grad_fn, cotangents, variables, var_values)
+
+        return out_leaves, _tf_grad_fn(backward, var_values)
+
+    results = forward(*inv.tensor_values)
+    grad_fn = captured["grad_fn"]
+    _check_linear(inv, grad_fn, captured["out_leaves"], concrete=False)
+    variables, var_values = captured["variables"], captured["var_values"]
+    with record.stop_recording():
+        outputs = [tf.identity(o) for o in results]
+    inputs = list(inv.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
+
+    def backward(*cotangents):
+        input_grads, var_grads = inv.run_backward(grad_fn, cotangents, variables, var_values)
+        return input_grads + (var_grads or [None] * len(variables))
+
+    record.record_operation(f"customgrad_{fn_name(inv.f)}", outputs, inputs, backward)
+    result = inv.rebuild_output(outputs)
+    inv.release()
+    return result
 
 
 def _loss_error(inv):

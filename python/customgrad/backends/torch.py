@@ -15,11 +15,13 @@ import sys
 import keras
 import torch
 
+from torch._C._functorch import TransformType
+from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
 
-from .._convention import (CustomGradientError, fn_name, forward_mode_error, inspect_grad_fn,
-                           upstream_arguments)
+from .. import _forward
+from .._convention import CustomGradientError, fn_name, inspect_grad_fn, upstream_arguments
 from .._core import Invocation, OutputSpec
 from .._variables import recording
 
@@ -127,16 +129,34 @@ class _FunctorchLink(torch.autograd.Function):
 
     @staticmethod
     def forward(backward_fn, n_outputs, *tensors):
-        return tuple(t.view_as(t) for t in tensors[:n_outputs])
+        return tuple(tensors[i].view_as(tensors[i]) for i in range(n_outputs))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.backward_fn, ctx.n_outputs = inputs[0], inputs[1]
+        # for jvp: shapes only (holding the tensors would keep the inputs alive until backward)
+        ctx.meta = [_meta(t) for t in inputs[2:]]
 
     @staticmethod
     def backward(ctx, *cotangents):
         grads = ctx.backward_fn(list(cotangents))
         return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
+
+    @staticmethod
+    def jvp(ctx, _backward_fn, _n_outputs, *tangents):
+        # (torch.func.jvp, jacfwd, hessian) the outputs' own tangents are f's derivative: unused
+        if sum([i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()]) > 1:
+            # torch runs an autograd.Function's jvp without differentiating it: forward over
+            # forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
+            f = ctx.backward_fn.forward_info[0]
+            raise CustomGradientError(
+                f"customgrad.custom_gradient: `{fn_name(f)}` is differentiated forward over "
+                f"forward (nested torch.func.jvp or jacfwd); torch does not differentiate the JVP "
+                f"rule of an autograd.Function, so the second derivative would be silently zero. "
+                f"Take second derivatives forward over reverse (torch.func.hessian, "
+                f"jacfwd(jacrev(f))) or reverse over reverse.")
+        n = ctx.n_outputs
+        return _derived_jvp(ctx.backward_fn, ctx.meta[:n], ctx.meta[n:], tangents[n:])
 
 
 def _requires_grad(t) -> bool:
@@ -144,11 +164,11 @@ def _requires_grad(t) -> bool:
 
 
 def call(inv):
-    _refuse_dual_tensors(inv.f, inv.tensor_values)
+    dual = _has_tangents(inv.tensor_values)
     start = None if torch.compiler.is_compiling() else _next_node_number()
     with recording() as rec:
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
-    return _link(inv, rec, out_leaves, grad_fn, start)
+    return _link(inv, rec, out_leaves, grad_fn, start, dual=dual)
 
 
 def call_tensors(f, args):
@@ -161,7 +181,8 @@ def call_tensors(f, args):
     call's whole cost). Anything else takes the general path, and so does a grad_fn result that is
     not already one tensor of the right shape and dtype per argument: same results, same errors.
     """
-    _refuse_dual_tensors(f, args)
+    if _has_tangents(args):  # forward-mode AD: the general path, which derives the JVP
+        return call(Invocation(f, args, {}, _this_module(), tensors_only=True))
     start = None if torch.compiler.is_compiling() else _next_node_number()
     with recording() as rec:
         result = f(*args)
@@ -211,17 +232,14 @@ def call_tensors(f, args):
     return linked[0] if single else container(linked)
 
 
-def _refuse_dual_tensors(f, tensors):
-    """A dual tensor (torch.autograd.forward_ad) says requires_grad=False, so the call would run
-    f unlinked and forward-mode AD would differentiate f's own ops (NaN for log1pexp at 100)."""
+def _has_tangents(tensors) -> bool:
+    """Whether a tensor is a dual tensor (torch.autograd.forward_ad) with a tangent. Such a
+    tensor says requires_grad=False; the call is linked by `_DualLink`, whose jvp derives the
+    JVP from grad_fn (f's own ops would give f's derivative: NaN for log1pexp at 100)."""
     if forward_ad._current_level < 0:  # no dual_level open: one module attribute read
-        return
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None:
-            raise forward_mode_error(
-                f, "a dual tensor: torch.autograd.forward_ad or torch.func.jvp",
-                "Use reverse mode (customgrad.grad, customgrad.vjp, torch.autograd.grad); "
-                "torch.autograd.functional.jvp computes a JVP from the reverse-mode gradient.")
+        return False
+    return any([isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None
+                for t in tensors])
 
 
 def _is_simple(result, args, rec) -> bool:
@@ -288,21 +306,22 @@ def _this_module():
     return sys.modules[__name__]
 
 
-def _link(inv, rec, out_leaves, grad_fn, start, hidden=None):
+def _link(inv, rec, out_leaves, grad_fn, start, hidden=None, dual=False):
     """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
     `_Link`, whose backward runs grad_fn; returns the output (or f's, when nothing needs grad).
 
     `start`: the number of the first autograd node f could have made (None under
     torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
-    requiring grad that f read without receiving them (None: not looked for yet)."""
-    if not torch.is_grad_enabled():
+    requiring grad that f read without receiving them (None: not looked for yet); `dual`: an
+    input carries a forward-mode tangent, and `_DualLink` links every input."""
+    if not torch.is_grad_enabled() and not dual:
         return inv.output
     # Under torch.vmap a batched tensor says requires_grad=False even when the tensor it wraps
     # requires grad: under functorch transforms every differentiable input is linked.
     transformed = torch._C._are_functorch_transforms_active()
     inputs = [
         k for k, (t, diff) in enumerate(zip(inv.tensor_values, inv.differentiable))
-        if diff and (transformed or t.requires_grad)
+        if diff and (transformed or dual or t.requires_grad)
     ]
     variables, var_values = rec.variables, rec.raw_values
     if hidden is None and not transformed and start is not None:
@@ -351,8 +370,12 @@ def _link(inv, rec, out_leaves, grad_fn, start, hidden=None):
     linked_inputs = inv.tensor_values if every_input else [inv.tensor_values[k] for k in inputs]
     if linked_vars:
         linked_inputs = linked_inputs + [var_values[i] for i in linked_vars]
+    if transformed or dual:
+        backward.forward_info = (inv.f, grad_fn)  # for the derived JVP
     if transformed:
         linked = _FunctorchLink.apply(backward, len(outputs), *outputs, *linked_inputs)
+    elif dual:
+        linked = _DualLink.apply(backward, outputs, *linked_inputs)
     else:
         linked = _Link.apply(backward, outputs, *linked_inputs)
     for j, t in zip(linked_outputs, linked):
@@ -459,6 +482,67 @@ def _parameter_names(*fns) -> dict:
             for name, p in module.named_parameters():
                 names.setdefault(id(p), f"{prefix}.{name}")
     return names
+
+
+class _DualLink(torch.autograd.Function):
+    """`_Link` for inputs that carry forward-mode tangents (torch.autograd.forward_ad): its jvp
+    derives the JVP from grad_fn. Only calls with dual tensors use it, so `_Link` stays as cheap
+    as it was."""
+
+    @staticmethod
+    def forward(ctx, backward_fn, outputs, *inputs):
+        ctx.backward_fn = backward_fn
+        ctx.meta = ([_meta(o) for o in outputs], [_meta(t) for t in inputs])
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        return (None, None) + tuple(ctx.backward_fn(list(cotangents)))
+
+    @staticmethod
+    def jvp(ctx, _backward_fn, _outputs, *tangents):
+        return _derived_jvp(ctx.backward_fn, *ctx.meta, tangents)
+
+
+def _meta(t) -> tuple:
+    return t.shape, t.dtype, t.device
+
+
+def _derived_jvp(backward_fn, out_meta, in_meta, tangents):
+    """J v for the input tangents `tangents` (None: zero): the VJP of the backward (grad_fn,
+    linear in the cotangents) applied to them, through torch.func.vjp, which nests in every
+    transform and keeps the result differentiable (reverse over forward)."""
+    f, grad_fn = backward_fn.forward_info
+    # the probe reads values: not under torch.func transforms (wrapped tensors) or compiling
+    concrete = not (torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling())
+    _forward.check_linear(f, grad_fn, _numpy_rule(backward_fn, out_meta) if concrete else None,
+                          [tuple(m[0]) for m in out_meta])
+
+    def rule(*cotangents):
+        grads = backward_fn(list(cotangents))
+        return tuple(_zeros(m) if g is None else g for g, m in zip(grads, in_meta))
+
+    _, back = torch.func.vjp(rule, *[_zeros(m) for m in out_meta])
+    out = back(tuple(_zeros(m) if v is None else v for v, m in zip(tangents, in_meta)))
+    return out[0] if len(out) == 1 else out
+
+
+def _zeros(meta):
+    return torch.zeros(meta[0], dtype=meta[1], device=meta[2])
+
+
+def _numpy_rule(backward_fn, out_meta):
+    """The backward on numpy cotangents, for the linearity probe."""
+    if any(m[1].is_complex for m in out_meta):
+        return None
+
+    def rule(cotangents):
+        with torch.no_grad():
+            grads = backward_fn([torch.as_tensor(u, dtype=m[1], device=m[2])
+                                 for u, m in zip(cotangents, out_meta)])
+        return [None if g is None else g.detach().cpu().numpy() for g in grads]
+
+    return rule
 
 
 def ones_like(x):
