@@ -424,9 +424,9 @@ op_array_split <- function(x, indices_or_sections, axis = 1L) {
 #'
 #' This operation his similar to `scan`, with the key difference that `associative_scan` is a parallel implementation with potentially significant performance benefits, especially when jit compiled. The catch is that it can only be used when `f` is a binary associative operation (i.e. it must verify `f(a, f(b, c)) == f(f(a, b), c)`).
 #'
-#' For an introduction to associative scans, refer to this paper: Blelloch, Guy E. 1990. [Prefix Sums and Their Applications](     https://www.cs.cmu.edu/~guyb/papers/Ble93.pdf).
+#' For an introduction to associative scans, refer to this paper: Blelloch, Guy E. 1990. [Prefix Sums and Their Applications]( https://www.cs.cmu.edu/~guyb/papers/Ble93.pdf).
 #'
-#' @param f A Python callable implementing an associative binary operation with signature `r = f(a, b)`. Function `f` must be associative, i.e., it must satisfy the equation `f(a, f(b, c)) == f(f(a, b), c)`. The inputs and result are (possibly nested Python tree structures of) array(s) matching `elems`. Each array has a dimension in place of the `axis` dimension. `f` should be applied elementwise over the `axis` dimension. The result `r` has the same shape (and structure) as the two inputs `a` and `b`.
+#' @param f A Python callable implementing an associative binary operation with signature ` r = f(a, b)`. Function `f` must be associative, i.e., it must satisfy the equation `f(a, f(b, c)) == f(f(a, b), c)`. The inputs and result are (possibly nested Python tree structures of) array(s) matching `elems`. Each array has a dimension in place of the `axis` dimension. `f` should be applied elementwise over the `axis` dimension. The result `r` has the same shape (and structure) as the two inputs `a` and `b`.
 #' @param elems A (possibly nested Python tree structure of) array(s), each with an `axis` dimension of size `num_elems`.
 #' @param reverse A boolean stating if the scan should be reversed with respect to the `axis` dimension.
 #' @param axis an integer identifying the axis over which the scan should occur. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
@@ -1417,7 +1417,11 @@ op_divide_no_nan <- function(x1, x2) {
 #'
 #' Calls `keras.ops.dot` (keras 3.15.1) on the active backend.
 #'
-#' - If both `x1` and `x2` are 1-D tensors, it is inner product of vectors   (without complex conjugation). - If both `x1` and `x2` are 2-D tensors, it is matrix multiplication. - If either `x1` or `x2` is 0-D (scalar), it is equivalent to `x1 * x2`. - If `x1` is an N-D tensor and `x2` is a 1-D tensor, it is a sum product   over the last axis of `x1` and `x2`. - If `x1` is an N-D tensor and `x2` is an M-D tensor (where `M>=2`),   it is a sum product over the last axis of `x1` and the second-to-last   axis of `x2`: `dot(x1, x2)[i,j,k,m] = sum(a[i,j,:] * b[k,:,m])`.
+#' * If both `x1` and `x2` are 1-D tensors, it is inner product of vectors (without complex conjugation).
+#' * If both `x1` and `x2` are 2-D tensors, it is matrix multiplication.
+#' * If either `x1` or `x2` is 0-D (scalar), it is equivalent to `x1 * x2`.
+#' * If `x1` is an N-D tensor and `x2` is a 1-D tensor, it is a sum product over the last axis of `x1` and `x2`.
+#' * If `x1` is an N-D tensor and `x2` is an M-D tensor (where `M>=2`), it is a sum product over the last axis of `x1` and the second-to-last axis of `x2`: `dot(x1, x2)[i,j,k,m] = sum(a[i,j,:] * b[k,:,m])`.
 #'
 #' @param x1 First argument.
 #' @param x2 Second argument.
@@ -1437,7 +1441,15 @@ op_dot <- function(x1, x2) {
 #'
 #' Computes the attention function on Q (`query`), K (`key`), and V(`value`): `attention(Q, K, V) = softmax(Q * K / sqrt(d)) * V`. If we define `logits` as the output of `Q * K` and the `probs` as the output of `softmax`.
 #'
-#' Throughout this function, we utilize the following notation to represent the shape of array: - B: batch size - S: length of the key/value - T: length of the query - N: number of attention heads - H: dimensions of each attention head - K: number of key/value heads - G: number of groups, which equals to `N // K`
+#' Throughout this function, we utilize the following notation to represent the shape of array:
+#'
+#' * B: batch size
+#' * S: length of the key/value
+#' * T: length of the query
+#' * N: number of attention heads
+#' * H: dimensions of each attention head
+#' * K: number of key/value heads
+#' * G: number of groups, which equals to `N // K`
 #'
 #' @param query The query array with the shape of `(B, T, N, H)`.
 #' @param key The key array with the shape of `(B, S, K, H)`. When `K` equals `N`, multi-headed attention (MHA) is performed. Otherwise, grouped query attention (GQA) is performed if `N` is a multiple of `K`. and multi-query attention (MQA) is performed if `K==1` (a special case of GQA).
@@ -2236,7 +2248,9 @@ op_hard_sigmoid <- function(x) {
 #'
 #' It is defined as:
 #'
-#' - `0` if `if x < -3` - `x` if `x > 3` - `x * (x + 3) / 6` if `-3 <= x <= 3`
+#' * `0` if `if x < -3`
+#' * `x` if `x > 3`
+#' * `x * (x + 3) / 6` if `-3 <= x <= 3`
 #'
 #' It's a faster, piecewise linear approximation of the silu activation.
 #'
@@ -2256,7 +2270,9 @@ op_hard_silu <- function(x) {
 #'
 #' It is defined as:
 #'
-#' - `0` if `if x < -3` - `x` if `x > 3` - `x * (x + 3) / 6` if `-3 <= x <= 3`
+#' * `0` if `if x < -3`
+#' * `x` if `x > 3`
+#' * `x * (x + 3) / 6` if `-3 <= x <= 3`
 #'
 #' It's a faster, piecewise linear approximation of the silu activation.
 #'
@@ -2783,7 +2799,7 @@ op_lcm <- function(x1, x2) {
 #'
 #' Calls `keras.ops.ldexp` (keras 3.15.1) on the active backend.
 #'
-#' This function computes:     ldexp(x1, x2) = x1 * 2**x2
+#' This function computes: ldexp(x1, x2) = x1 * 2**x2
 #'
 #' @param x1 Float input tensor.
 #' @param x2 Integer exponent tensor.
@@ -3197,7 +3213,7 @@ op_lu_factor <- function(x) {
 #'
 #' When `xs` is an array type, the semantics of `map()` are given by this Python implementation:
 #'
-#' ```python def map(f, xs):     return np.stack([f(x) for x in xs]) ```
+#' ```python def map(f, xs): return np.stack([f(x) for x in xs]) ```
 #'
 #' @param xs Values over which to map along the leading axis.
 #' @param f Callable defines the function to apply element-wise over the first axis or axes of `xs`.
@@ -3215,7 +3231,10 @@ op_map <- function(xs, f) {
 #'
 #' Calls `keras.ops.matmul` (keras 3.15.1) on the active backend.
 #'
-#' - If both tensors are 1-dimensional, the dot product (scalar) is returned. - If either tensor is N-D, N > 2, it is treated as a stack of matrices   residing in the last two indexes and broadcast accordingly. - If the first tensor is 1-D, it is promoted to a matrix by prepending   a 1 to its dimensions. After matrix multiplication the prepended   1 is removed. - If the second tensor is 1-D, it is promoted to a matrix by appending a 1   to its dimensions. After matrix multiplication the appended 1 is removed.
+#' * If both tensors are 1-dimensional, the dot product (scalar) is returned.
+#' * If either tensor is N-D, N > 2, it is treated as a stack of matrices residing in the last two indexes and broadcast accordingly.
+#' * If the first tensor is 1-D, it is promoted to a matrix by prepending a 1 to its dimensions. After matrix multiplication the prepended 1 is removed.
+#' * If the second tensor is 1-D, it is promoted to a matrix by appending a 1 to its dimensions. After matrix multiplication the appended 1 is removed.
 #'
 #' @param x1 First tensor.
 #' @param x2 Second tensor.
@@ -4039,7 +4058,10 @@ op_pinv <- function(x, rcond = NULL) {
 #'
 #' The operation is numerically equivalent to `torch.polar()`. It is not equivalent to `scipy.lingalg.polar()` which performs Singular Value Decomposition.
 #'
-#' Given the magnitude (`abs_`) and angle (`angle`), this function computes the corresponding complex number in the form of `real + imaginary * 1j`, where: - `real = abs_ * cos(angle)` - `imaginary = abs_ * sin(angle)`
+#' Given the magnitude (`abs_`) and angle (`angle`), this function computes the corresponding complex number in the form of `real + imaginary * 1j`, where:
+#'
+#' * `real = abs_ * cos(angle)`
+#' * `imaginary = abs_ * sin(angle)`
 #'
 #' @param abs_ The magnitude (absolute value) of the complex number.
 #' @param angle The angle (in radians) of the complex number.
@@ -4472,7 +4494,7 @@ op_saturate_cast <- function(x, dtype) {
 #'
 #' When the type of `xs` is an array type or `None`, and the type of `ys` is an array type, the semantics of `scan()` are given roughly by this Python implementation:
 #'
-#' ```python def scan(f, init, xs, length=None):     if xs is None:         xs = [None] * length     carry = init     ys = []     for x in xs:         carry, y = f(carry, x)         ys.append(y)     return carry, np.stack(ys) ```
+#' ```python def scan(f, init, xs, length=None): if xs is None: xs = [None] * length carry = init ys = [] for x in xs: carry, y = f(carry, x) ys.append(y) return carry, np.stack(ys) ```
 #'
 #' The loop-carried value `carry` (`init`) must hold a fixed shape and dtype across all iterations.
 #'
@@ -4525,7 +4547,7 @@ op_scatter <- function(indices, values, shape, zero_indexed = FALSE) {
 #'
 #' At a high level, this operation does `inputs[indices] = updates`. Assume `inputs` is a tensor of shape `(D0, D1, ..., Dn)`, there are 2 main usages of `scatter_update`.
 #'
-#' 1. `indices` is a 2D tensor of shape `(num_updates, n)`, where `num_updates`     is the number of updates to perform, and `updates` is a 1D tensor of     shape `(num_updates,)`. For example, if `inputs` is `zeros((4, 4, 4))`,     and we want to update `inputs[1, 2, 3]` and `inputs[0, 1, 3]` as 1, then     we can use:
+#' 1. `indices` is a 2D tensor of shape `(num_updates, n)`, where `num_updates` is the number of updates to perform, and `updates` is a 1D tensor of shape `(num_updates,)`. For example, if `inputs` is `zeros((4, 4, 4))`, and we want to update `inputs[1, 2, 3]` and `inputs[0, 1, 3]` as 1, then we can use:
 #'
 #' ```python inputs = np.zeros((4, 4, 4)) indices = [[1, 2, 3], [0, 1, 3]] updates = np.array([1., 1.]) inputs = keras.ops.scatter_update(inputs, indices, updates) ```
 #'
@@ -5386,7 +5408,7 @@ op_swish <- function(x) {
 #'
 #' The semantics of `switch` are given roughly by this Python implementation:
 #'
-#' ```python def switch(index, branches, *operands):     index = clamp(0, index, len(branches) - 1)     return branches[index](*operands) ```
+#' ```python def switch(index, branches, *operands): index = clamp(0, index, len(branches) - 1) return branches[index](*operands) ```
 #'
 #' @param index An integer scalar indicating which branch function to apply. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param branches A sequence of functions to be applied based on `index`.
@@ -5884,7 +5906,7 @@ op_vectorize <- function(pyfunc, excluded = NULL, signature = NULL) {
 #'
 #' Schematically, `vectorized_map` implements the following, in the case of a single tensor input `elements`:
 #'
-#' ```python def vectorized_map(function, elements):     outputs = []     for e in elements:         outputs.append(function(e))     return np.stack(outputs) ```
+#' ```python def vectorized_map(function, elements): outputs = [] for e in elements: outputs.append(function(e)) return np.stack(outputs) ```
 #'
 #' In the case of an iterable of tensors `elements`, it implements the following:
 #'

@@ -220,11 +220,34 @@ def ascii_text(text: str) -> str:
 def rd_escape(text: str) -> str:
     text = ascii_text(text)
     text = text.replace("\\", "\\\\").replace("%", "\\%").replace("{", "\\{").replace("}", "\\}")
+    # roxygen's markdown runs inline code that starts with "r " (`r expr`): keep it literal
+    text = text.replace("`r ", "` r ")
     return text.replace("@", "@@")
 
 
 SECTION = re.compile(r"^(Args|Arguments|Returns|Return|Example|Examples|Raises|Note|Notes|"
                      r"Reference|References|Call arguments|Yields|Warning)s?:\s*$")
+
+
+LIST_ITEM = re.compile(r"^\s*[*-]\s+")
+
+
+def join_paragraph(p: str) -> str:
+    """One line per paragraph, except that a list keeps one line per item (markdown renders
+    it as a list; joined, the items run together)."""
+    lines = p.split("\n")
+    if not any(LIST_ITEM.match(line) for line in lines):
+        return " ".join(line.strip() for line in lines)
+    intro, items = [], []
+    for line in lines:
+        if LIST_ITEM.match(line):
+            items.append("* " + LIST_ITEM.sub("", line).strip())
+        elif items:
+            items[-1] += " " + line.strip()
+        else:
+            intro.append(line.strip())
+    out = ([" ".join(intro), ""] if intro else []) + items
+    return "\n".join(out)
 
 
 def parse_docstring(doc: str):
@@ -242,7 +265,7 @@ def parse_docstring(doc: str):
     head = "\n".join(sections.get("", [])).strip()
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", head) if p.strip()]
     title = paragraphs[0].replace("\n", " ") if paragraphs else ""
-    desc = [p.replace("\n", " ") for p in paragraphs[1:] if not p.lstrip().startswith(">>>")]
+    desc = [join_paragraph(p) for p in paragraphs[1:] if not p.lstrip().startswith(">>>")]
     args = {}
     name = None
     for line in sections.get("Args", []) + sections.get("Arguments", []):
@@ -265,7 +288,7 @@ def roxygen(fn: str, pyname: str, module: str, params: list, doc: str, version: 
     out.append(f"#' Calls `keras.{module}.{pyname}` (keras {version}) on the active backend.")
     for p in desc[:3]:
         out.append("#'")
-        out.append(f"#' {rd_escape(p)}")
+        out.extend(f"#' {rd_escape(line)}".rstrip() for line in p.split("\n"))
     out.append("#'")
     for rname, pyarg, cat in params:
         if rname == "...":
