@@ -84,10 +84,11 @@ is_int_dtype <- function(dtype) {
 }
 
 # op_nonzero's result as keras3 gives it: one row per nonzero element, its 1-based coordinates.
+# (keras's torch backend returns the coordinates stacked already, one row per axis.)
 nonzero_out <- function(res, zero_indexed = FALSE) {
   ops <- py_mod("ops")
-  coords <- if (isTRUE(zero_indexed)) res else lapply(res, function(i) ops$add(i, 1L))
-  ops$stack(coords, axis = -1L)
+  coords <- if (is_py_object(res)) ops$transpose(res) else ops$stack(res, axis = -1L)
+  if (isTRUE(zero_indexed)) coords else ops$add(coords, 1L)
 }
 
 #' Elementwise maximum and minimum (R's `pmax()` / `pmin()` names)

@@ -127,8 +127,16 @@ def _is_bool(x) -> bool:
     return keras.backend.standardize_dtype(x.dtype) == "bool"
 
 
+def _eager_to_numpy(item):
+    """TensorFlow's eager index tensors as numpy (tf tensors have no advanced indexing)."""
+    if type(item).__name__ == "EagerTensor":
+        return item.numpy()
+    return item
+
+
 def _positions(x, key):
     """The flat (row-major) positions that key selects from x, or None if key or shape is dynamic."""
+    key = tuple(_eager_to_numpy(k) for k in key)
     shape = tuple(x.shape)
     if any(d is None for d in shape) or not all(_is_static(k) for k in key):
         return None
