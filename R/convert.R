@@ -223,7 +223,7 @@ check_axes <- function(axes, ref, call, extra = 0L) {
   rank <- rank + extra
   for (arg in names(axes)) {
     value <- unlist(axes[[arg]])
-    if (!is.numeric(value)) next
+    if (is.null(value) || !is.numeric(value)) next
     bad <- value[value > rank | value < -rank]
     if (length(bad)) {
       cg_abort(
@@ -338,11 +338,13 @@ as_shape <- function(x, fn = "op", arg = "shape") {
 # backend error into an R one naming the out-of-range axis (see check_axes()).
 op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NULL,
                     dots_convert = as_tensor_arg, axes = NULL, ref = NULL, axis_extra = 0L) {
-  if (!is.null(axes) && length(axes <- axes[!vapply(axes, is.null, TRUE)])) {
+  if (!is.null(axes)) {
     call <- parent.frame()
     return(withCallingHandlers(
       op_call(name, args, fn, module, dots, positional, dots_convert),
-      error = function(e) if (!inherits(e, "customgrad_error_axis")) check_axes(axes, ref, call, axis_extra)
+      error = function(e) {
+        if (!inherits(e, "customgrad_error_axis")) check_axes(axes, ref, call, axis_extra)
+      }
     ))
   }
   pyfn <- py_fn(module, name)
