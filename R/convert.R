@@ -253,6 +253,7 @@ as_index_in <- function(x, fn = "op", arg = "indices", zero_indexed = FALSE,
     return(lapply(x, as_index_in, fn = fn, arg = arg, zero_indexed = zero_indexed,
                   allow_zero = allow_zero, call = call))
   }
+  if (is.factor(x)) x <- unclass(x)  # the level codes, 1-based as keras3 takes them
   if (is_py_object(x)) {
     if (isTRUE(zero_indexed)) return(x)
     ops <- py_mod("ops")

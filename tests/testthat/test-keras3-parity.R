@@ -96,6 +96,7 @@ test_that("indices given to ops are 1-based (keras3's examples)", {
   expect_values(op_one_hot(x, num_classes = 4), eye4)
   expect_values(op_one_hot(x - 1L, num_classes = 4, zero_indexed = TRUE), eye4)
   expect_values(op_one_hot(c(2, 4, 3, 1), num_classes = 4), eye4)
+  expect_values(op_one_hot(factor(c("b", "d", "c", "a")), num_classes = 4), eye4)
 
   s <- op_scatter(indices = rbind(1), values = 1, shape = c(5))
   expect_values(s, c(1, 0, 0, 0, 0))
