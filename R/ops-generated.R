@@ -424,7 +424,7 @@ op_array_split <- function(x, indices_or_sections, axis = 1L) {
 #'
 #' This operation his similar to `scan`, with the key difference that `associative_scan` is a parallel implementation with potentially significant performance benefits, especially when jit compiled. The catch is that it can only be used when `f` is a binary associative operation (i.e. it must verify `f(a, f(b, c)) == f(f(a, b), c)`).
 #'
-#' For an introduction to associative scans, refer to this paper: Blelloch, Guy E. 1990. [Prefix Sums and Their Applications]( https://www.cs.cmu.edu/~guyb/papers/Ble93.pdf).
+#' For an introduction to associative scans, refer to this paper: Blelloch, Guy E. 1990. \[Prefix Sums and Their Applications\]( https://www.cs.cmu.edu/~guyb/papers/Ble93.pdf).
 #'
 #' @param f A Python callable implementing an associative binary operation with signature ` r = f(a, b)`. Function `f` must be associative, i.e., it must satisfy the equation `f(a, f(b, c)) == f(f(a, b), c)`. The inputs and result are (possibly nested Python tree structures of) array(s) matching `elems`. Each array has a dimension in place of the `axis` dimension. `f` should be applied elementwise over the `axis` dimension. The result `r` has the same shape (and structure) as the two inputs `a` and `b`.
 #' @param elems A (possibly nested Python tree structure of) array(s), each with an `axis` dimension of size `num_elems`.
@@ -975,7 +975,7 @@ op_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format
 #' Also known as de-convolution. This ops supports 1D, 2D and 3D convolution.
 #'
 #' @param inputs Tensor of rank N+2. `inputs` has shape `(batch_size,) + inputs_spatial_shape + (num_channels,)` if `data_format="channels_last"`, or `(batch_size, num_channels) + inputs_spatial_shape` if `data_format="channels_first"`.
-#' @param kernel Tensor of rank N+2. `kernel` has shape [kernel_spatial_shape, num_output_channels, num_input_channels], `num_input_channels` should match the number of channels in `inputs`.
+#' @param kernel Tensor of rank N+2. `kernel` has shape \[kernel_spatial_shape, num_output_channels, num_input_channels\], `num_input_channels` should match the number of channels in `inputs`.
 #' @param strides int or int tuple/list of `len(inputs_spatial_shape)`, specifying the strides of the convolution along each spatial dimension. If `strides` is int, then every spatial dimension shares the same `strides`.
 #' @param padding string, either `"valid"` or `"same"`. `"valid"` means no padding is applied, and `"same"` results in padding evenly to the left/right or up/down of the input such that output has the same height/width dimension as the input when `strides=1`.
 #' @param output_padding int or int tuple/list of `len(inputs_spatial_shape)`, specifying the amount of padding along the height and width of the output tensor. Can be a single integer to specify the same value for all spatial dimensions. The amount of output padding along a given dimension must be lower than the stride along that same dimension. If set to `None` (default), the output shape is inferred.
@@ -1251,7 +1251,7 @@ op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
 #' This ops supports 1D and 2D depthwise convolution.
 #'
 #' @param inputs Tensor of rank N+2. `inputs` has shape `(batch_size,) + inputs_spatial_shape + (num_channels,)` if `data_format="channels_last"`, or `(batch_size, num_channels) + inputs_spatial_shape` if `data_format="channels_first"`.
-#' @param kernel Tensor of rank N+2. `kernel` has shape [kernel_spatial_shape, num_input_channels, num_channels_multiplier], `num_input_channels` should match the number of channels in `inputs`.
+#' @param kernel Tensor of rank N+2. `kernel` has shape \[kernel_spatial_shape, num_input_channels, num_channels_multiplier\], `num_input_channels` should match the number of channels in `inputs`.
 #' @param strides int or int tuple/list of `len(inputs_spatial_shape)`, specifying the strides of the convolution along each spatial dimension. If `strides` is int, then every spatial dimension shares the same `strides`.
 #' @param padding string, either `"valid"` or `"same"`. `"valid"` means no padding is applied, and `"same"` results in padding evenly to the left/right or up/down of the input such that output has the same height/width dimension as the input when `strides=1`.
 #' @param data_format A string, either `"channels_last"` or `"channels_first"`. `data_format` determines the ordering of the dimensions in the inputs. If `data_format="channels_last"`, `inputs` is of shape `(batch_size, ..., channels)` while if `data_format="channels_first"`, `inputs` is of shape `(batch_size, channels, ...)`.
@@ -1749,7 +1749,7 @@ op_expm1 <- function(x) {
 #' @param x Input tensor.
 #' @param sequence_length An integer representing the sequences length.
 #' @param sequence_stride An integer representing the sequences hop size.
-#' @return A tensor of sequences with shape [..., num_sequences, sequence_length].
+#' @return A tensor of sequences with shape \[..., num_sequences, sequence_length\].
 #' @export
 op_extract_sequences <- function(x, sequence_length, sequence_stride) {
   args <- list(
@@ -4378,7 +4378,7 @@ op_right_shift <- function(x, y) {
 #'
 #' Calls `keras.ops.rms_normalization` (keras 3.15.1) on the active backend.
 #'
-#' The Keras operation implements the operation as described in [Root Mean Square Layer Normalization](https://arxiv.org/pdf/1910.07467) by Biao Zhang et al.
+#' The Keras operation implements the operation as described in \[Root Mean Square Layer Normalization\](https://arxiv.org/pdf/1910.07467) by Biao Zhang et al.
 #'
 #' The operation is different from LayerNormalization with RMS scaling.
 #'
@@ -4592,7 +4592,7 @@ op_searchsorted <- function(sorted_sequence, values, side = "left", zero_indexed
 #' Calls `keras.ops.segment_max` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape\[:len(segment_ids.shape)\] should match. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
 #' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
@@ -4613,7 +4613,7 @@ op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' Calls `keras.ops.segment_min` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match. (0-based, as in Keras; whole R doubles become int32.)
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape\[:len(segment_ids.shape)\] should match. (0-based, as in Keras; whole R doubles become int32.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
 #' @return A tensor containing the min of segments, where each element represents the min of the corresponding segment in `data`.
@@ -4712,7 +4712,7 @@ op_selu <- function(x) {
 #' This ops supports 1D and 2D separable convolution. `separable_conv` is a depthwise conv followed by a pointwise conv.
 #'
 #' @param inputs Tensor of rank N+2. `inputs` has shape `(batch_size,) + inputs_spatial_shape + (num_channels,)` if `data_format="channels_last"`, or `(batch_size, num_channels) + inputs_spatial_shape` if `data_format="channels_first"`.
-#' @param depthwise_kernel Tensor of rank N+2. `depthwise_kernel` has shape [kernel_spatial_shape, num_input_channels, num_channels_multiplier], `num_input_channels` should match the number of channels in `inputs`.
+#' @param depthwise_kernel Tensor of rank N+2. `depthwise_kernel` has shape \[kernel_spatial_shape, num_input_channels, num_channels_multiplier\], `num_input_channels` should match the number of channels in `inputs`.
 #' @param pointwise_kernel Tensor of rank N+2. `pointwise_kernel` has shape `(*ones_like(kernel_spatial_shape), num_input_channels * num_channels_multiplier, num_output_channels)`.
 #' @param strides int or int tuple/list of `len(inputs_spatial_shape)`, specifying the strides of the convolution along each spatial dimension. If `strides` is int, then every spatial dimension shares the same `strides`.
 #' @param padding string, either `"valid"` or `"same"`. `"valid"` means no padding is applied, and `"same"` results in padding evenly to the left/right or up/down of the input such that output has the same height/width dimension as the input when `strides=1`.
@@ -6239,7 +6239,7 @@ op_image_hsv_to_rgb <- function(images, data_format = NULL) {
 #'
 #' Calls `keras.ops.image.map_coordinates` (keras 3.15.1) on the active backend.
 #'
-#' Note that interpolation near boundaries differs from the scipy function, because we fixed an outstanding bug [scipy/issues/2640](https://github.com/scipy/scipy/issues/2640).
+#' Note that interpolation near boundaries differs from the scipy function, because we fixed an outstanding bug \[scipy/issues/2640\](https://github.com/scipy/scipy/issues/2640).
 #'
 #' @param inputs The input array.
 #' @param coordinates The coordinates at which inputs is evaluated.
@@ -6391,8 +6391,8 @@ op_image_rgb_to_hsv <- function(images, data_format = NULL) {
 #'
 #' @param images The input array.
 #' @param output_shape The output shape, as a sequence of integers with length equal to the number of dimensions of image.
-#' @param scale A [K] array with the same number of dimensions as `images`, containing the scale to apply in each dimension.
-#' @param translation A [K] array with the same number of dimensions as `images`, containing the translation to apply in each dimension.
+#' @param scale A \[K\] array with the same number of dimensions as `images`, containing the scale to apply in each dimension.
+#' @param translation A \[K\] array with the same number of dimensions as `images`, containing the translation to apply in each dimension.
 #' @param spatial_dims A length K tuple specifying the spatial dimensions that the passed `scale` and `translation` should be applied to.
 #' @param method A string specifying the resizing method to use. Available methods are `"linear"`, `"bilinear"`, `"trilinear"`, `"triangle"`, `"cubic"`, `"bicubic"`, `"tricubic"`, `"lanczos3"` and `"lanczos5"`.
 #' @param antialias Whether an antialiasing filter should be applied when downsampling. Has no effect when upsampling. Defaults to `True`.

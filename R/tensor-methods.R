@@ -20,8 +20,6 @@ tensor_classes <- c(
 #' is a tensor (and R's own `%*%` otherwise).
 #'
 #' @param x,y Tensors (or R values, for `%*%`).
-#' @param ... Indices, one per axis.
-#' @param value The values to put in place.
 #' @return A tensor (or what R's `%*%` returns for two R values).
 #' @name tensor-subset
 #' @examplesIf customgrad:::python_available()

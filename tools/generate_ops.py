@@ -222,6 +222,11 @@ def rd_escape(text: str) -> str:
     text = text.replace("\\", "\\\\").replace("%", "\\%").replace("{", "\\{").replace("}", "\\}")
     # roxygen's markdown runs inline code that starts with "r " (`r expr`): keep it literal
     text = text.replace("`r ", "` r ")
+    # [text] outside code spans would be a markdown link to a help page
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("[", "\\[").replace("]", "\\]")
+    text = "`".join(parts)
     return text.replace("@", "@@")
 
 
