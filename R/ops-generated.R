@@ -105,7 +105,7 @@ op_all <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_all", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("all", args, "op_all")
+  op_call("all", args, "op_all", axes = list(axis = axis), ref = x)
 }
 
 #' Returns True if two arrays are element-wise equal within a tolerance
@@ -147,7 +147,7 @@ op_amax <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_amax", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("amax", args, "op_amax")
+  op_call("amax", args, "op_amax", axes = list(axis = axis), ref = x)
 }
 
 #' Returns the minimum of an array or minimum value along an axis
@@ -165,7 +165,7 @@ op_amin <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_amin", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("amin", args, "op_amin")
+  op_call("amin", args, "op_amin", axes = list(axis = axis), ref = x)
 }
 
 #' Element-wise angle of a complex tensor
@@ -197,7 +197,7 @@ op_any <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_any", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("any", args, "op_any")
+  op_call("any", args, "op_any", axes = list(axis = axis), ref = x)
 }
 
 #' Append tensor `x2` to the end of tensor `x1`
@@ -215,29 +215,7 @@ op_append <- function(x1, x2, axis = NULL) {
     as_tensor_arg(x2),
     as_axis(axis, "op_append", "axis")
   )
-  op_call("append", args, "op_append")
-}
-
-#' Return evenly spaced values within a given interval
-#'
-#' Calls `keras.ops.arange` (keras 3.15.1) on the active backend.
-#'
-#' `arange` can be called with a varying number of positional arguments: * `arange(stop)`: Values are generated within the half-open interval     `[0, stop)` (in other words, the interval including start but excluding     stop). * `arange(start, stop)`: Values are generated within the half-open interval     `[start, stop)`. * `arange(start, stop, step)`: Values are generated within the half-open     interval `[start, stop)`, with spacing between values given by step.
-#'
-#' @param start Integer or real, representing the start of the interval. The interval includes this value.
-#' @param stop Integer or real, representing the end of the interval. The interval does not include this value, except in some cases where `step` is not an integer and floating point round-off affects the length of `out`. Defaults to `None`.
-#' @param step Integer or real, represent the spacing between values. For any output `out`, this is the distance between two adjacent values, `out[i+1] - out[i]`. The default step size is 1. If `step` is specified as a position argument, `start` must also be given.
-#' @param dtype The type of the output array. If `dtype` is not given, infer the data type from the other input arguments.
-#' @return Tensor of evenly spaced values. For floating point arguments, the length of the result is `ceil((stop - start)/step)`. Because of floating point overflow, this rule may result in the last element of out being greater than stop.
-#' @export
-op_arange <- function(start, stop = NULL, step = NULL, dtype = NULL) {
-  args <- list(
-    as_tensor_arg(start),
-    as_tensor_arg(stop),
-    as_tensor_arg(step),
-    dtype
-  )
-  op_call("arange", args, "op_arange")
+  op_call("append", args, "op_append", axes = list(axis = axis), ref = x1)
 }
 
 #' Trigonometric inverse cosine, element-wise
@@ -351,15 +329,16 @@ op_arctanh <- function(x) {
 #' @param x Input tensor.
 #' @param axis By default, the index is into the flattened tensor, otherwise along the specified axis. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
 #' @param keepdims If this is set to `True`, the axes which are reduced are left in the result as dimensions with size one. Defaults to `False`.
-#' @return Tensor of indices. It has the same shape as `x`, with the dimension along `axis` removed.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return Tensor of indices. It has the same shape as `x`, with the dimension along `axis` removed. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_argmax <- function(x, axis = NULL, keepdims = FALSE) {
+op_argmax <- function(x, axis = NULL, keepdims = FALSE, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    as_array_arg(x),
     as_axis(axis, "op_argmax", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("argmax", args, "op_argmax")
+  index_out(op_call("argmax", args, "op_argmax", axes = list(axis = axis), ref = x), zero_indexed)
 }
 
 #' Returns the indices of the minimum values along an axis
@@ -369,15 +348,16 @@ op_argmax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @param x Input tensor.
 #' @param axis By default, the index is into the flattened tensor, otherwise along the specified axis. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
 #' @param keepdims If this is set to `True`, the axes which are reduced are left in the result as dimensions with size one. Defaults to `False`.
-#' @return Tensor of indices. It has the same shape as `x`, with the dimension along `axis` removed.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return Tensor of indices. It has the same shape as `x`, with the dimension along `axis` removed. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_argmin <- function(x, axis = NULL, keepdims = FALSE) {
+op_argmin <- function(x, axis = NULL, keepdims = FALSE, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(x),
     as_axis(axis, "op_argmin", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("argmin", args, "op_argmin")
+  index_out(op_call("argmin", args, "op_argmin", axes = list(axis = axis), ref = x), zero_indexed)
 }
 
 #' Performs an indirect partition along the given axis
@@ -387,17 +367,18 @@ op_argmin <- function(x, axis = NULL, keepdims = FALSE) {
 #' It returns an array of indices of the same shape as `x` that index data along the given axis in partitioned order.
 #'
 #' @param x Array to sort.
-#' @param kth Element index to partition by. The k-th element will be in its final sorted position and all smaller elements will be moved before it and all larger elements behind it. The order of all elements in the partitions is undefined. If provided with a sequence of k-th it will partition all of them into their sorted position at once.
+#' @param kth Element index to partition by. The k-th element will be in its final sorted position and all smaller elements will be moved before it and all larger elements behind it. The order of all elements in the partitions is undefined. If provided with a sequence of k-th it will partition all of them into their sorted position at once. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param axis Axis along which to sort. The default is -1 (the last axis). If `None`, the flattened array is used. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
-#' @return Array of indices that partition `x` along the specified `axis`.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return Array of indices that partition `x` along the specified `axis`. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_argpartition <- function(x, kth, axis = -1L) {
+op_argpartition <- function(x, kth, axis = -1L, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_py_int(kth, "op_argpartition", "kth"),
+    as_array_arg(x),
+    as_index_in(kth, "op_argpartition", "kth", zero_indexed),
     as_axis(axis, "op_argpartition", "axis")
   )
-  op_call("argpartition", args, "op_argpartition")
+  index_out(op_call("argpartition", args, "op_argpartition", axes = list(axis = axis), ref = x), zero_indexed)
 }
 
 #' Returns the indices that would sort a tensor
@@ -406,30 +387,15 @@ op_argpartition <- function(x, kth, axis = -1L) {
 #'
 #' @param x Input tensor.
 #' @param axis Axis along which to sort. Defaults to `-1` (the last axis). If `None`, the flattened tensor is used. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
-#' @return Tensor of indices that sort `x` along the specified `axis`.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return Tensor of indices that sort `x` along the specified `axis`. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_argsort <- function(x, axis = -1L) {
+op_argsort <- function(x, axis = -1L, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(x),
     as_axis(axis, "op_argsort", "axis")
   )
-  op_call("argsort", args, "op_argsort")
-}
-
-#' Create a tensor
-#'
-#' Calls `keras.ops.array` (keras 3.15.1) on the active backend.
-#'
-#' @param x Input tensor.
-#' @param dtype The desired data-type for the tensor.
-#' @return A tensor.
-#' @export
-op_array <- function(x, dtype = NULL) {
-  args <- list(
-    as_tensor_arg(x),
-    dtype
-  )
-  op_call("array", args, "op_array")
+  index_out(op_call("argsort", args, "op_argsort", axes = list(axis = axis), ref = x), zero_indexed)
 }
 
 #' Splits an array into multiple sub-arrays (unevenly)
@@ -449,7 +415,7 @@ op_array_split <- function(x, indices_or_sections, axis = 1L) {
     as_py_int(indices_or_sections, "op_array_split", "indices_or_sections"),
     as_axis(axis, "op_array_split", "axis")
   )
-  op_call("array_split", args, "op_array_split")
+  op_call("array_split", args, "op_array_split", axes = list(axis = axis), ref = x)
 }
 
 #' Performs a scan with an associative binary operation, in parallel
@@ -458,9 +424,9 @@ op_array_split <- function(x, indices_or_sections, axis = 1L) {
 #'
 #' This operation his similar to `scan`, with the key difference that `associative_scan` is a parallel implementation with potentially significant performance benefits, especially when jit compiled. The catch is that it can only be used when `f` is a binary associative operation (i.e. it must verify `f(a, f(b, c)) == f(f(a, b), c)`).
 #'
-#' For an introduction to associative scans, refer to this paper: Blelloch, Guy E. 1990. [Prefix Sums and Their Applications](     https://www.cs.cmu.edu/~guyb/papers/Ble93.pdf).
+#' For an introduction to associative scans, refer to this paper: Blelloch, Guy E. 1990. \[Prefix Sums and Their Applications\]( https://www.cs.cmu.edu/~guyb/papers/Ble93.pdf).
 #'
-#' @param f A Python callable implementing an associative binary operation with signature `r = f(a, b)`. Function `f` must be associative, i.e., it must satisfy the equation `f(a, f(b, c)) == f(f(a, b), c)`. The inputs and result are (possibly nested Python tree structures of) array(s) matching `elems`. Each array has a dimension in place of the `axis` dimension. `f` should be applied elementwise over the `axis` dimension. The result `r` has the same shape (and structure) as the two inputs `a` and `b`.
+#' @param f A Python callable implementing an associative binary operation with signature ` r = f(a, b)`. Function `f` must be associative, i.e., it must satisfy the equation `f(a, f(b, c)) == f(f(a, b), c)`. The inputs and result are (possibly nested Python tree structures of) array(s) matching `elems`. Each array has a dimension in place of the `axis` dimension. `f` should be applied elementwise over the `axis` dimension. The result `r` has the same shape (and structure) as the two inputs `a` and `b`.
 #' @param elems A (possibly nested Python tree structure of) array(s), each with an `axis` dimension of size `num_elems`.
 #' @param reverse A boolean stating if the scan should be reversed with respect to the `axis` dimension.
 #' @param axis an integer identifying the axis over which the scan should occur. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
@@ -473,7 +439,7 @@ op_associative_scan <- function(f, elems, reverse = FALSE, axis = 1L) {
     as_tensor_arg(reverse),
     as_axis(axis, "op_associative_scan", "axis")
   )
-  op_call("associative_scan", args, "op_associative_scan")
+  op_call("associative_scan", args, "op_associative_scan", axes = list(axis = axis), ref = f)
 }
 
 #' Compute the weighted average along the specified axis
@@ -491,7 +457,7 @@ op_average <- function(x, axis = NULL, weights = NULL) {
     as_axis(axis, "op_average", "axis"),
     as_tensor_arg(weights)
   )
-  op_call("average", args, "op_average")
+  op_call("average", args, "op_average", axes = list(axis = axis), ref = x)
 }
 
 #' Average pooling operation
@@ -525,7 +491,7 @@ op_average_pool <- function(inputs, pool_size, strides = NULL, padding = "valid"
 #' @export
 op_bartlett <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    as_py_int(x, "op_bartlett", "x")
   )
   op_call("bartlett", args, "op_bartlett")
 }
@@ -548,14 +514,14 @@ op_bartlett <- function(x) {
 op_batch_normalization <- function(x, mean, variance, axis, offset = NULL, scale = NULL, epsilon = 0.001) {
   args <- list(
     as_tensor_arg(x),
-    as_tensor_arg(mean),
-    as_tensor_arg(variance),
+    as_array_arg(mean),
+    as_array_arg(variance),
     as_axis(axis, "op_batch_normalization", "axis"),
-    as_py_int(offset, "op_batch_normalization", "offset"),
+    as_array_arg(offset),
     as_tensor_arg(scale),
     as_tensor_arg(epsilon)
   )
-  op_call("batch_normalization", args, "op_batch_normalization")
+  op_call("batch_normalization", args, "op_batch_normalization", axes = list(axis = axis), ref = x)
 }
 
 #' Computes binary cross-entropy loss between target and output tensor
@@ -582,7 +548,7 @@ op_binary_crossentropy <- function(target, output, from_logits = FALSE) {
 #'
 #' Calls `keras.ops.bincount` (keras 3.15.1) on the active backend.
 #'
-#' @param x Input tensor. It must be of dimension 1, and it must only contain non-negative integer(s).
+#' @param x Input tensor. It must be of dimension 1, and it must only contain non-negative integer(s). (Whole R doubles become integers, as in keras3.)
 #' @param weights Weight tensor. It must have the same length as `x`. The default value is `None`. If specified, `x` is weighted by it, i.e. if `n = x[i]`, `out[n] += weight[i]` instead of the default behavior `out[n] += 1`.
 #' @param minlength An integer. The default value is 0. If specified, there will be at least this number of bins in the output tensor. If greater than `max(x) + 1`, each value of the output at an index higher than `max(x)` is set to 0.
 #' @param sparse Whether to return a sparse tensor; for backends that support sparse tensors.
@@ -590,7 +556,7 @@ op_binary_crossentropy <- function(target, output, from_logits = FALSE) {
 #' @export
 op_bincount <- function(x, weights = NULL, minlength = 0L, sparse = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    as_integer_arg(x, "op_bincount", "x"),
     as_tensor_arg(weights),
     as_py_int(minlength, "op_bincount", "minlength"),
     as_tensor_arg(sparse)
@@ -604,14 +570,14 @@ op_bincount <- function(x, weights = NULL, minlength = 0L, sparse = FALSE) {
 #'
 #' Computes the bit-wise AND of the underlying binary representation of the integers in the input arrays. This ufunc implements the C/Python operator `&`.
 #'
-#' @param x Input integer tensor.
-#' @param y Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
+#' @param y Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_bitwise_and <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    as_integer_arg(x, "op_bitwise_and", "x"),
+    as_integer_arg(y, "op_bitwise_and", "y")
   )
   op_call("bitwise_and", args, "op_bitwise_and")
 }
@@ -622,12 +588,12 @@ op_bitwise_and <- function(x, y) {
 #'
 #' Computes the bit-wise NOT of the underlying binary representation of the integers in the input arrays. This ufunc implements the C/Python operator `~`.
 #'
-#' @param x Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_bitwise_invert <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    as_integer_arg(x, "op_bitwise_invert", "x")
   )
   op_call("bitwise_invert", args, "op_bitwise_invert")
 }
@@ -638,14 +604,14 @@ op_bitwise_invert <- function(x) {
 #'
 #' Bits are shifted to the left by appending `y` 0s at the right of `x`. Since the internal representation of numbers is in binary format, this operation is equivalent to multiplying `x` by `2**y`.
 #'
-#' @param x Input integer tensor.
-#' @param y Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
+#' @param y Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_bitwise_left_shift <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    as_integer_arg(x, "op_bitwise_left_shift", "x"),
+    as_integer_arg(y, "op_bitwise_left_shift", "y")
   )
   op_call("bitwise_left_shift", args, "op_bitwise_left_shift")
 }
@@ -656,12 +622,12 @@ op_bitwise_left_shift <- function(x, y) {
 #'
 #' Computes the bit-wise NOT of the underlying binary representation of the integers in the input arrays. This ufunc implements the C/Python operator `~`.
 #'
-#' @param x Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_bitwise_not <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    as_integer_arg(x, "op_bitwise_not", "x")
   )
   op_call("bitwise_not", args, "op_bitwise_not")
 }
@@ -672,14 +638,14 @@ op_bitwise_not <- function(x) {
 #'
 #' Computes the bit-wise OR of the underlying binary representation of the integers in the input arrays. This ufunc implements the C/Python operator `|`.
 #'
-#' @param x Input integer tensor.
-#' @param y Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
+#' @param y Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_bitwise_or <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    as_integer_arg(x, "op_bitwise_or", "x"),
+    as_integer_arg(y, "op_bitwise_or", "y")
   )
   op_call("bitwise_or", args, "op_bitwise_or")
 }
@@ -690,14 +656,14 @@ op_bitwise_or <- function(x, y) {
 #'
 #' Bits are shifted to the right `y`. Because the internal representation of numbers is in binary format, this operation is equivalent to dividing `x` by `2**y`.
 #'
-#' @param x Input integer tensor.
-#' @param y Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
+#' @param y Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_bitwise_right_shift <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    as_integer_arg(x, "op_bitwise_right_shift", "x"),
+    as_integer_arg(y, "op_bitwise_right_shift", "y")
   )
   op_call("bitwise_right_shift", args, "op_bitwise_right_shift")
 }
@@ -708,14 +674,14 @@ op_bitwise_right_shift <- function(x, y) {
 #'
 #' Computes the bit-wise XOR of the underlying binary representation of the integers in the input arrays. This ufunc implements the C/Python operator `^`.
 #'
-#' @param x Input integer tensor.
-#' @param y Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
+#' @param y Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_bitwise_xor <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    as_integer_arg(x, "op_bitwise_xor", "x"),
+    as_integer_arg(y, "op_bitwise_xor", "y")
   )
   op_call("bitwise_xor", args, "op_bitwise_xor")
 }
@@ -729,7 +695,7 @@ op_bitwise_xor <- function(x, y) {
 #' @export
 op_blackman <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    as_py_int(x, "op_blackman", "x")
   )
   op_call("blackman", args, "op_blackman")
 }
@@ -785,7 +751,7 @@ op_categorical_crossentropy <- function(target, output, from_logits = FALSE, axi
     as_tensor_arg(from_logits),
     as_axis(axis, "op_categorical_crossentropy", "axis")
   )
-  op_call("categorical_crossentropy", args, "op_categorical_crossentropy")
+  op_call("categorical_crossentropy", args, "op_categorical_crossentropy", axes = list(axis = axis), ref = target)
 }
 
 #' Computes the cube root of the input tensor, element-wise
@@ -923,7 +889,7 @@ op_concatenate <- function(xs, axis = 1L) {
     as_tensor_arg(xs),
     as_axis(axis, "op_concatenate", "axis")
   )
-  op_call("concatenate", args, "op_concatenate")
+  op_call("concatenate", args, "op_concatenate", axes = list(axis = axis), ref = xs)
 }
 
 #' Conditionally applies `true_fn` or `false_fn`
@@ -1009,7 +975,7 @@ op_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format
 #' Also known as de-convolution. This ops supports 1D, 2D and 3D convolution.
 #'
 #' @param inputs Tensor of rank N+2. `inputs` has shape `(batch_size,) + inputs_spatial_shape + (num_channels,)` if `data_format="channels_last"`, or `(batch_size, num_channels) + inputs_spatial_shape` if `data_format="channels_first"`.
-#' @param kernel Tensor of rank N+2. `kernel` has shape [kernel_spatial_shape, num_output_channels, num_input_channels], `num_input_channels` should match the number of channels in `inputs`.
+#' @param kernel Tensor of rank N+2. `kernel` has shape \[kernel_spatial_shape, num_output_channels, num_input_channels\], `num_input_channels` should match the number of channels in `inputs`.
 #' @param strides int or int tuple/list of `len(inputs_spatial_shape)`, specifying the strides of the convolution along each spatial dimension. If `strides` is int, then every spatial dimension shares the same `strides`.
 #' @param padding string, either `"valid"` or `"same"`. `"valid"` means no padding is applied, and `"same"` results in padding evenly to the left/right or up/down of the input such that output has the same height/width dimension as the input when `strides=1`.
 #' @param output_padding int or int tuple/list of `len(inputs_spatial_shape)`, specifying the amount of padding along the height and width of the output tensor. Can be a single integer to specify the same value for all spatial dimensions. The amount of output padding along a given dimension must be lower than the stride along that same dimension. If set to `None` (default), the output shape is inferred.
@@ -1028,28 +994,6 @@ op_conv_transpose <- function(inputs, kernel, strides = 1L, padding = "valid", o
     as_py_int(dilation_rate, "op_conv_transpose", "dilation_rate")
   )
   op_call("conv_transpose", args, "op_conv_transpose")
-}
-
-#' Convert a NumPy array or Python array to a tensor
-#'
-#' Calls `keras.ops.convert_to_tensor` (keras 3.15.1) on the active backend.
-#'
-#' Native tensors for the current backend or left unchanged unless the `dtype`, `sparse` or `ragged` arguments are set.
-#'
-#' @param x A NumPy array, Python array (can be nested) or a backend tensor.
-#' @param dtype The target type. If `None`, the type of `x` is used.
-#' @param sparse Whether to keep sparse tensors. `False` will cause sparse tensors to be densified. The default value of `None` means that sparse tensors are kept only if the backend supports them.
-#' @param ragged Whether to keep ragged tensors. `False` will cause ragged tensors to be densified. The default value of `None` means that ragged tensors are kept only if the backend supports them.
-#' @return A backend tensor of the specified `dtype` and sparseness.
-#' @export
-op_convert_to_tensor <- function(x, dtype = NULL, sparse = NULL, ragged = NULL) {
-  args <- list(
-    as_tensor_arg(x),
-    dtype,
-    as_tensor_arg(sparse),
-    as_tensor_arg(ragged)
-  )
-  op_call("convert_to_tensor", args, "op_convert_to_tensor")
 }
 
 #' Returns a copy of `x`
@@ -1091,8 +1035,8 @@ op_corrcoef <- function(x) {
 #' @export
 op_correlate <- function(x1, x2, mode = "valid") {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
+    as_array_arg(x1),
+    as_array_arg(x2),
     as_tensor_arg(mode)
   )
   op_call("correlate", args, "op_correlate")
@@ -1141,7 +1085,7 @@ op_count_nonzero <- function(x, axis = NULL) {
     as_tensor_arg(x),
     as_axis(axis, "op_count_nonzero", "axis")
   )
-  op_call("count_nonzero", args, "op_count_nonzero")
+  op_call("count_nonzero", args, "op_count_nonzero", axes = list(axis = axis), ref = x)
 }
 
 #' Returns the cross product of two (arrays of) vectors
@@ -1171,7 +1115,7 @@ op_cross <- function(x1, x2, axisa = -1L, axisb = -1L, axisc = -1L, axis = NULL)
     as_axis(axisc, "op_cross", "axisc"),
     as_axis(axis, "op_cross", "axis")
   )
-  op_call("cross", args, "op_cross")
+  op_call("cross", args, "op_cross", axes = list(axisa = axisa, axisb = axisb, axisc = axisc, axis = axis), ref = x1)
 }
 
 #' Decodes the output of a CTC model
@@ -1179,23 +1123,24 @@ op_cross <- function(x1, x2, axisa = -1L, axisb = -1L, axisc = -1L, axis = NULL)
 #' Calls `keras.ops.ctc_decode` (keras 3.15.1) on the active backend.
 #'
 #' @param inputs A tensor of shape `(batch_size, max_length, num_classes)` containing the logits (the output of the model). They should *not* be normalized via softmax.
-#' @param sequence_lengths A tensor of shape `(batch_size,)` containing the sequence lengths for the batch.
+#' @param sequence_lengths A tensor of shape `(batch_size,)` containing the sequence lengths for the batch. (Whole R doubles become integers, as in keras3.)
 #' @param strategy A string for the decoding strategy. Supported values are `"greedy"` and `"beam_search"`.
 #' @param beam_width An integer scalar beam width used in beam search. Defaults to 100.
 #' @param top_paths An integer scalar, the number of top paths to return. Defaults to 1.
 #' @param merge_repeated A boolean scalar, whether to merge repeated labels in the output. Defaults to `True`.
-#' @param mask_index An integer scalar, the index of the mask character in the vocabulary. Defaults to `0`.
+#' @param mask_index An integer scalar, the index of the mask character in the vocabulary. Defaults to `0`. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tuple containing: - The tensor representing the list of decoded sequences. If `strategy="greedy"`, the shape is `(1, batch_size, max_length)`. If `strategy="beam_search"`, the shape is `(top_paths, batch_size, max_length)`. Note that: `-1` indicates the blank label. - If `strategy="greedy"`, a tensor of shape `(batch_size, 1)` representing the negative of the sum of the probability logits for each sequence. If `strategy="beam_seatch"`, a tensor of shape `(batch_size, top_paths)` representing the log probability for each sequence.
 #' @export
-op_ctc_decode <- function(inputs, sequence_lengths, strategy = "greedy", beam_width = 100L, top_paths = 1L, merge_repeated = TRUE, mask_index = 0L) {
+op_ctc_decode <- function(inputs, sequence_lengths, strategy = "greedy", beam_width = 100L, top_paths = 1L, merge_repeated = TRUE, mask_index = 1L, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(inputs),
-    as_tensor_arg(sequence_lengths),
+    as_int_array_arg(sequence_lengths, "op_ctc_decode", "sequence_lengths"),
     as_tensor_arg(strategy),
     as_py_int(beam_width, "op_ctc_decode", "beam_width"),
     as_py_int(top_paths, "op_ctc_decode", "top_paths"),
     as_tensor_arg(merge_repeated),
-    as_py_int(mask_index, "op_ctc_decode", "mask_index")
+    as_index_in(mask_index, "op_ctc_decode", "mask_index", zero_indexed)
   )
   op_call("ctc_decode", args, "op_ctc_decode")
 }
@@ -1204,20 +1149,21 @@ op_ctc_decode <- function(inputs, sequence_lengths, strategy = "greedy", beam_wi
 #'
 #' Calls `keras.ops.ctc_loss` (keras 3.15.1) on the active backend.
 #'
-#' @param target A tensor of shape `(batch_size, max_length)` containing the true labels in integer format.
+#' @param target A tensor of shape `(batch_size, max_length)` containing the true labels in integer format. (Whole R doubles become integers, as in keras3.)
 #' @param output A tensor of shape `(batch_size, max_length, num_classes)` containing logits (the output of your model).
 #' @param target_length A tensor of shape `(batch_size,)` containing the true label lengths.
 #' @param output_length A tensor of shape `(batch_size,)` containing the output lengths.
-#' @param mask_index The index of the mask character in the vocabulary. Defaults to `0`.
+#' @param mask_index The index of the mask character in the vocabulary. Defaults to `0`. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tensor.
 #' @export
-op_ctc_loss <- function(target, output, target_length, output_length, mask_index = 0L) {
+op_ctc_loss <- function(target, output, target_length, output_length, mask_index = 1L, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(target),
+    as_int_array_arg(target, "op_ctc_loss", "target"),
     as_tensor_arg(output),
     as_tensor_arg(target_length),
     as_py_int(output_length, "op_ctc_loss", "output_length"),
-    as_py_int(mask_index, "op_ctc_loss", "mask_index")
+    as_index_in(mask_index, "op_ctc_loss", "mask_index", zero_indexed)
   )
   op_call("ctc_loss", args, "op_ctc_loss")
 }
@@ -1237,7 +1183,7 @@ op_cumprod <- function(x, axis = NULL, dtype = NULL) {
     as_axis(axis, "op_cumprod", "axis"),
     dtype
   )
-  op_call("cumprod", args, "op_cumprod")
+  op_call("cumprod", args, "op_cumprod", axes = list(axis = axis), ref = x)
 }
 
 #' Returns the cumulative sum of elements along a given axis
@@ -1255,7 +1201,7 @@ op_cumsum <- function(x, axis = NULL, dtype = NULL) {
     as_axis(axis, "op_cumsum", "axis"),
     dtype
   )
-  op_call("cumsum", args, "op_cumsum")
+  op_call("cumsum", args, "op_cumsum", axes = list(axis = axis), ref = x)
 }
 
 #' Convert angles from degrees to radians
@@ -1305,7 +1251,7 @@ op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
 #' This ops supports 1D and 2D depthwise convolution.
 #'
 #' @param inputs Tensor of rank N+2. `inputs` has shape `(batch_size,) + inputs_spatial_shape + (num_channels,)` if `data_format="channels_last"`, or `(batch_size, num_channels) + inputs_spatial_shape` if `data_format="channels_first"`.
-#' @param kernel Tensor of rank N+2. `kernel` has shape [kernel_spatial_shape, num_input_channels, num_channels_multiplier], `num_input_channels` should match the number of channels in `inputs`.
+#' @param kernel Tensor of rank N+2. `kernel` has shape \[kernel_spatial_shape, num_input_channels, num_channels_multiplier\], `num_input_channels` should match the number of channels in `inputs`.
 #' @param strides int or int tuple/list of `len(inputs_spatial_shape)`, specifying the strides of the convolution along each spatial dimension. If `strides` is int, then every spatial dimension shares the same `strides`.
 #' @param padding string, either `"valid"` or `"same"`. `"valid"` means no padding is applied, and `"same"` results in padding evenly to the left/right or up/down of the input such that output has the same height/width dimension as the input when `strides=1`.
 #' @param data_format A string, either `"channels_last"` or `"channels_first"`. `data_format` determines the ordering of the dimensions in the inputs. If `data_format="channels_last"`, `inputs` is of shape `(batch_size, ..., channels)` while if `data_format="channels_first"`, `inputs` is of shape `(batch_size, channels, ...)`.
@@ -1393,7 +1339,7 @@ op_diagonal <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
     as_axis(axis1, "op_diagonal", "axis1"),
     as_axis(axis2, "op_diagonal", "axis2")
   )
-  op_call("diagonal", args, "op_diagonal")
+  op_call("diagonal", args, "op_diagonal", axes = list(axis1 = axis1, axis2 = axis2), ref = x)
 }
 
 #' Calculate the n-th discrete difference along the given axis
@@ -1413,7 +1359,7 @@ op_diff <- function(a, n = 1L, axis = -1L) {
     as_py_int(n, "op_diff", "n"),
     as_axis(axis, "op_diff", "axis")
   )
-  op_call("diff", args, "op_diff")
+  op_call("diff", args, "op_diff", axes = list(axis = axis), ref = a)
 }
 
 #' Returns the indices of the bins to which each value in `x` belongs
@@ -1422,14 +1368,15 @@ op_diff <- function(a, n = 1L, axis = -1L) {
 #'
 #' @param x Input array to be binned.
 #' @param bins Array of bins. It has to be one-dimensional and monotonically increasing.
-#' @return Output array of indices, of same shape as `x`.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return Output array of indices, of same shape as `x`. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_digitize <- function(x, bins) {
+op_digitize <- function(x, bins, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(x),
-    as_py_int(bins, "op_digitize", "bins")
+    as_array_arg(bins)
   )
-  op_call("digitize", args, "op_digitize")
+  index_out(op_call("digitize", args, "op_digitize"), zero_indexed)
 }
 
 #' Divide arguments element-wise
@@ -1470,7 +1417,11 @@ op_divide_no_nan <- function(x1, x2) {
 #'
 #' Calls `keras.ops.dot` (keras 3.15.1) on the active backend.
 #'
-#' - If both `x1` and `x2` are 1-D tensors, it is inner product of vectors   (without complex conjugation). - If both `x1` and `x2` are 2-D tensors, it is matrix multiplication. - If either `x1` or `x2` is 0-D (scalar), it is equivalent to `x1 * x2`. - If `x1` is an N-D tensor and `x2` is a 1-D tensor, it is a sum product   over the last axis of `x1` and `x2`. - If `x1` is an N-D tensor and `x2` is an M-D tensor (where `M>=2`),   it is a sum product over the last axis of `x1` and the second-to-last   axis of `x2`: `dot(x1, x2)[i,j,k,m] = sum(a[i,j,:] * b[k,:,m])`.
+#' * If both `x1` and `x2` are 1-D tensors, it is inner product of vectors (without complex conjugation).
+#' * If both `x1` and `x2` are 2-D tensors, it is matrix multiplication.
+#' * If either `x1` or `x2` is 0-D (scalar), it is equivalent to `x1 * x2`.
+#' * If `x1` is an N-D tensor and `x2` is a 1-D tensor, it is a sum product over the last axis of `x1` and `x2`.
+#' * If `x1` is an N-D tensor and `x2` is an M-D tensor (where `M>=2`), it is a sum product over the last axis of `x1` and the second-to-last axis of `x2`: `dot(x1, x2)[i,j,k,m] = sum(a[i,j,:] * b[k,:,m])`.
 #'
 #' @param x1 First argument.
 #' @param x2 Second argument.
@@ -1490,7 +1441,15 @@ op_dot <- function(x1, x2) {
 #'
 #' Computes the attention function on Q (`query`), K (`key`), and V(`value`): `attention(Q, K, V) = softmax(Q * K / sqrt(d)) * V`. If we define `logits` as the output of `Q * K` and the `probs` as the output of `softmax`.
 #'
-#' Throughout this function, we utilize the following notation to represent the shape of array: - B: batch size - S: length of the key/value - T: length of the query - N: number of attention heads - H: dimensions of each attention head - K: number of key/value heads - G: number of groups, which equals to `N // K`
+#' Throughout this function, we utilize the following notation to represent the shape of array:
+#'
+#' * B: batch size
+#' * S: length of the key/value
+#' * T: length of the query
+#' * N: number of attention heads
+#' * H: dimensions of each attention head
+#' * K: number of key/value heads
+#' * G: number of groups, which equals to `N // K`
 #'
 #' @param query The query array with the shape of `(B, T, N, H)`.
 #' @param key The key array with the shape of `(B, S, K, H)`. When `K` equals `N`, multi-headed attention (MHA) is performed. Otherwise, grouped query attention (GQA) is performed if `N` is a multiple of `K`. and multi-query attention (MQA) is performed if `K==1` (a special case of GQA).
@@ -1760,7 +1719,7 @@ op_expand_dims <- function(x, axis) {
     as_tensor_arg(x),
     as_axis(axis, "op_expand_dims", "axis")
   )
-  op_call("expand_dims", args, "op_expand_dims")
+  op_call("expand_dims", args, "op_expand_dims", axes = list(axis = axis), ref = x, axis_extra = 1L)
 }
 
 #' Calculate `exp(x) - 1` for all elements in the tensor
@@ -1790,7 +1749,7 @@ op_expm1 <- function(x) {
 #' @param x Input tensor.
 #' @param sequence_length An integer representing the sequences length.
 #' @param sequence_stride An integer representing the sequences hop size.
-#' @return A tensor of sequences with shape [..., num_sequences, sequence_length].
+#' @return A tensor of sequences with shape \[..., num_sequences, sequence_length\].
 #' @export
 op_extract_sequences <- function(x, sequence_length, sequence_stride) {
   args <- list(
@@ -1880,7 +1839,7 @@ op_flip <- function(x, axis = NULL) {
     as_tensor_arg(x),
     as_axis(axis, "op_flip", "axis")
   )
-  op_call("flip", args, "op_flip")
+  op_call("flip", args, "op_flip", axes = list(axis = axis), ref = x)
 }
 
 #' Reverse the order of elements along axis 1 (left/right)
@@ -2142,7 +2101,7 @@ op_geomspace <- function(start, stop, num = 50L, endpoint = TRUE, dtype = NULL, 
     dtype,
     as_axis(axis, "op_geomspace", "axis")
   )
-  op_call("geomspace", args, "op_geomspace")
+  op_call("geomspace", args, "op_geomspace", axes = list(axis = axis), ref = start)
 }
 
 #' Return `x[key]`
@@ -2178,7 +2137,7 @@ op_glu <- function(x, axis = -1L) {
     as_tensor_arg(x),
     as_axis(axis, "op_glu", "axis")
   )
-  op_call("glu", args, "op_glu")
+  op_call("glu", args, "op_glu", axes = list(axis = axis), ref = x)
 }
 
 #' Return the truth value of `x1 > x2` element-wise
@@ -2224,7 +2183,7 @@ op_greater_equal <- function(x1, x2) {
 #' @export
 op_hamming <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    as_py_int(x, "op_hamming", "x")
   )
   op_call("hamming", args, "op_hamming")
 }
@@ -2240,7 +2199,7 @@ op_hamming <- function(x) {
 #' @export
 op_hanning <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    as_py_int(x, "op_hanning", "x")
   )
   op_call("hanning", args, "op_hanning")
 }
@@ -2289,7 +2248,9 @@ op_hard_sigmoid <- function(x) {
 #'
 #' It is defined as:
 #'
-#' - `0` if `if x < -3` - `x` if `x > 3` - `x * (x + 3) / 6` if `-3 <= x <= 3`
+#' * `0` if `if x < -3`
+#' * `x` if `x > 3`
+#' * `x * (x + 3) / 6` if `-3 <= x <= 3`
 #'
 #' It's a faster, piecewise linear approximation of the silu activation.
 #'
@@ -2309,7 +2270,9 @@ op_hard_silu <- function(x) {
 #'
 #' It is defined as:
 #'
-#' - `0` if `if x < -3` - `x` if `x > 3` - `x * (x + 3) / 6` if `-3 <= x <= 3`
+#' * `0` if `if x < -3`
+#' * `x` if `x > 3`
+#' * `x * (x + 3) / 6` if `-3 <= x <= 3`
 #'
 #' It's a faster, piecewise linear approximation of the silu activation.
 #'
@@ -2767,7 +2730,7 @@ op_jvp <- function(fun, primals, tangents, has_aux = FALSE) {
 #' @export
 op_kaiser <- function(x, beta) {
   args <- list(
-    as_tensor_arg(x),
+    as_py_int(x, "op_kaiser", "x"),
     as_tensor_arg(beta)
   )
   op_call("kaiser", args, "op_kaiser")
@@ -2808,8 +2771,8 @@ op_kron <- function(x1, x2) {
 op_layer_normalization <- function(x, gamma = NULL, beta = NULL, axis = -1L, epsilon = NULL, ...) {
   args <- list(
     x = as_tensor_arg(x),
-    gamma = as_tensor_arg(gamma),
-    beta = as_tensor_arg(beta),
+    gamma = as_array_arg(gamma),
+    beta = as_array_arg(beta),
     axis = as_axis(axis, "op_layer_normalization", "axis"),
     epsilon = as_tensor_arg(epsilon)
   )
@@ -2836,7 +2799,7 @@ op_lcm <- function(x1, x2) {
 #'
 #' Calls `keras.ops.ldexp` (keras 3.15.1) on the active backend.
 #'
-#' This function computes:     ldexp(x1, x2) = x1 * 2**x2
+#' This function computes: ldexp(x1, x2) = x1 * 2**x2
 #'
 #' @param x1 Float input tensor.
 #' @param x2 Integer exponent tensor.
@@ -2876,14 +2839,14 @@ op_leaky_relu <- function(x, negative_slope = 0.2) {
 #'
 #' Bits are shifted to the left by appending `y` 0s at the right of `x`. Since the internal representation of numbers is in binary format, this operation is equivalent to multiplying `x` by `2**y`.
 #'
-#' @param x Input integer tensor.
-#' @param y Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
+#' @param y Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_left_shift <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    as_integer_arg(x, "op_left_shift", "x"),
+    as_integer_arg(y, "op_left_shift", "y")
   )
   op_call("left_shift", args, "op_left_shift")
 }
@@ -3039,7 +3002,7 @@ op_log_softmax <- function(x, axis = -1L) {
     as_tensor_arg(x),
     as_axis(axis, "op_log_softmax", "axis")
   )
-  op_call("log_softmax", args, "op_log_softmax")
+  op_call("log_softmax", args, "op_log_softmax", axes = list(axis = axis), ref = x)
 }
 
 #' Logarithm of the sum of exponentiations of the inputs
@@ -3203,7 +3166,7 @@ op_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_logsumexp", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("logsumexp", args, "op_logsumexp")
+  op_call("logsumexp", args, "op_logsumexp", axes = list(axis = axis), ref = x)
 }
 
 #' Return the least-squares solution to a linear matrix equation
@@ -3250,13 +3213,13 @@ op_lu_factor <- function(x) {
 #'
 #' When `xs` is an array type, the semantics of `map()` are given by this Python implementation:
 #'
-#' ```python def map(f, xs):     return np.stack([f(x) for x in xs]) ```
+#' ```python def map(f, xs): return np.stack([f(x) for x in xs]) ```
 #'
-#' @param f Callable defines the function to apply element-wise over the first axis or axes of `xs`.
 #' @param xs Values over which to map along the leading axis.
+#' @param f Callable defines the function to apply element-wise over the first axis or axes of `xs`.
 #' @return Mapped values.
 #' @export
-op_map <- function(f, xs) {
+op_map <- function(xs, f) {
   args <- list(
     as_tensor_arg(f),
     as_tensor_arg(xs)
@@ -3268,7 +3231,10 @@ op_map <- function(f, xs) {
 #'
 #' Calls `keras.ops.matmul` (keras 3.15.1) on the active backend.
 #'
-#' - If both tensors are 1-dimensional, the dot product (scalar) is returned. - If either tensor is N-D, N > 2, it is treated as a stack of matrices   residing in the last two indexes and broadcast accordingly. - If the first tensor is 1-D, it is promoted to a matrix by prepending   a 1 to its dimensions. After matrix multiplication the prepended   1 is removed. - If the second tensor is 1-D, it is promoted to a matrix by appending a 1   to its dimensions. After matrix multiplication the appended 1 is removed.
+#' * If both tensors are 1-dimensional, the dot product (scalar) is returned.
+#' * If either tensor is N-D, N > 2, it is treated as a stack of matrices residing in the last two indexes and broadcast accordingly.
+#' * If the first tensor is 1-D, it is promoted to a matrix by prepending a 1 to its dimensions. After matrix multiplication the prepended 1 is removed.
+#' * If the second tensor is 1-D, it is promoted to a matrix by appending a 1 to its dimensions. After matrix multiplication the appended 1 is removed.
 #'
 #' @param x1 First tensor.
 #' @param x2 Second tensor.
@@ -3317,7 +3283,7 @@ op_max <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
     as_tensor_arg(keepdims),
     as_tensor_arg(initial)
   )
-  op_call("max", args, "op_max")
+  op_call("max", args, "op_max", axes = list(axis = axis), ref = x)
 }
 
 #' Max pooling operation
@@ -3373,7 +3339,7 @@ op_mean <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_mean", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("mean", args, "op_mean")
+  op_call("mean", args, "op_mean", axes = list(axis = axis), ref = x)
 }
 
 #' Compute the median along the specified axis
@@ -3391,7 +3357,7 @@ op_median <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_median", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("median", args, "op_median")
+  op_call("median", args, "op_median", axes = list(axis = axis), ref = x)
 }
 
 #' Creates grids of coordinates from coordinate vectors
@@ -3428,7 +3394,7 @@ op_min <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
     as_tensor_arg(keepdims),
     as_tensor_arg(initial)
   )
-  op_call("min", args, "op_min")
+  op_call("min", args, "op_min", axes = list(axis = axis), ref = x)
 }
 
 #' Element-wise minimum of `x1` and `x2`
@@ -3482,7 +3448,7 @@ op_moments <- function(x, axes, keepdims = FALSE, synchronized = FALSE) {
     as_tensor_arg(keepdims),
     as_tensor_arg(synchronized)
   )
-  op_call("moments", args, "op_moments")
+  op_call("moments", args, "op_moments", axes = list(axes = axes), ref = x)
 }
 
 #' Move axes of a tensor to new positions
@@ -3502,7 +3468,7 @@ op_moveaxis <- function(x, source, destination) {
     as_axis(source, "op_moveaxis", "source"),
     as_axis(destination, "op_moveaxis", "destination")
   )
-  op_call("moveaxis", args, "op_moveaxis")
+  op_call("moveaxis", args, "op_moveaxis", axes = list(source = source, destination = destination), ref = x)
 }
 
 #' Encodes integer labels as multi-hot vectors
@@ -3511,7 +3477,7 @@ op_moveaxis <- function(x, source, destination) {
 #'
 #' This function encodes integer labels as multi-hot vectors, where each label is mapped to a binary value in the resulting vector.
 #'
-#' @param inputs Tensor of integer labels to be converted to multi-hot vectors.
+#' @param inputs Tensor of integer labels to be converted to multi-hot vectors. (Whole R doubles become integers, as in keras3.)
 #' @param num_classes Integer, the total number of unique classes.
 #' @param axis (optional) Axis along which the multi-hot encoding should be added. Defaults to `-1`, which corresponds to the last dimension. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
 #' @param dtype (optional) The data type of the resulting tensor. Default is backend's float type.
@@ -3521,7 +3487,7 @@ op_moveaxis <- function(x, source, destination) {
 #' @export
 op_multi_hot <- function(inputs, num_classes = NULL, axis = -1L, dtype = NULL, sparse = FALSE, ...) {
   args <- list(
-    inputs = as_tensor_arg(inputs),
+    inputs = as_integer_arg(inputs, "op_multi_hot", "inputs"),
     num_classes = as_py_int(num_classes, "op_multi_hot", "num_classes"),
     axis = as_axis(axis, "op_multi_hot", "axis"),
     dtype = dtype,
@@ -3581,7 +3547,7 @@ op_nanargmax <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanargmax", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanargmax", args, "op_nanargmax")
+  op_call("nanargmax", args, "op_nanargmax", axes = list(axis = axis), ref = x)
 }
 
 #' Returns the indices of the minimum values along an axis, ignoring NaNs
@@ -3599,7 +3565,7 @@ op_nanargmin <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanargmin", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanargmin", args, "op_nanargmin")
+  op_call("nanargmin", args, "op_nanargmin", axes = list(axis = axis), ref = x)
 }
 
 #' Returns the cumulative product of elements along a given axis, treating NaNs as one
@@ -3617,7 +3583,7 @@ op_nancumprod <- function(x, axis = NULL, dtype = NULL) {
     as_axis(axis, "op_nancumprod", "axis"),
     dtype
   )
-  op_call("nancumprod", args, "op_nancumprod")
+  op_call("nancumprod", args, "op_nancumprod", axes = list(axis = axis), ref = x)
 }
 
 #' Returns the cumulative sum of elements along a given axis, treating NaNs as zero
@@ -3635,7 +3601,7 @@ op_nancumsum <- function(x, axis = NULL, dtype = NULL) {
     as_axis(axis, "op_nancumsum", "axis"),
     dtype
   )
-  op_call("nancumsum", args, "op_nancumsum")
+  op_call("nancumsum", args, "op_nancumsum", axes = list(axis = axis), ref = x)
 }
 
 #' Maximum of a tensor over the given axes, ignoring NaNs
@@ -3653,7 +3619,7 @@ op_nanmax <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanmax", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanmax", args, "op_nanmax")
+  op_call("nanmax", args, "op_nanmax", axes = list(axis = axis), ref = x)
 }
 
 #' Mean of a tensor over the given axes, ignoring NaNs
@@ -3671,7 +3637,7 @@ op_nanmean <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanmean", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanmean", args, "op_nanmean")
+  op_call("nanmean", args, "op_nanmean", axes = list(axis = axis), ref = x)
 }
 
 #' Median of a tensor over the given axes, ignoring NaNs
@@ -3691,7 +3657,7 @@ op_nanmedian <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanmedian", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanmedian", args, "op_nanmedian")
+  op_call("nanmedian", args, "op_nanmedian", axes = list(axis = axis), ref = x)
 }
 
 #' Minimum of a tensor over the given axes, ignoring NaNs
@@ -3709,7 +3675,7 @@ op_nanmin <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanmin", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanmin", args, "op_nanmin")
+  op_call("nanmin", args, "op_nanmin", axes = list(axis = axis), ref = x)
 }
 
 #' Compute the q-th percentile(s) of the data along the specified axis, while ignoring NaNs
@@ -3731,7 +3697,7 @@ op_nanpercentile <- function(x, q, axis = NULL, method = "linear", keepdims = FA
     as_tensor_arg(method),
     as_tensor_arg(keepdims)
   )
-  op_call("nanpercentile", args, "op_nanpercentile")
+  op_call("nanpercentile", args, "op_nanpercentile", axes = list(axis = axis), ref = x)
 }
 
 #' Product of a tensor over the given axes, ignoring NaNs
@@ -3749,7 +3715,7 @@ op_nanprod <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanprod", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanprod", args, "op_nanprod")
+  op_call("nanprod", args, "op_nanprod", axes = list(axis = axis), ref = x)
 }
 
 #' Compute the q-th quantile(s) of the data along the specified axis, while ignoring NaNs
@@ -3771,7 +3737,7 @@ op_nanquantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALS
     as_tensor_arg(method),
     as_tensor_arg(keepdims)
   )
-  op_call("nanquantile", args, "op_nanquantile")
+  op_call("nanquantile", args, "op_nanquantile", axes = list(axis = axis), ref = x)
 }
 
 #' Compute the standard deviation along the specified axes, ignoring NaNs
@@ -3789,7 +3755,7 @@ op_nanstd <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanstd", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanstd", args, "op_nanstd")
+  op_call("nanstd", args, "op_nanstd", axes = list(axis = axis), ref = x)
 }
 
 #' Sum of a tensor over the given axes, ignoring NaNs
@@ -3807,7 +3773,7 @@ op_nansum <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nansum", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nansum", args, "op_nansum")
+  op_call("nansum", args, "op_nansum", axes = list(axis = axis), ref = x)
 }
 
 #' Compute the variance along the specified axes, ignoring NaNs
@@ -3825,7 +3791,7 @@ op_nanvar <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_nanvar", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("nanvar", args, "op_nanvar")
+  op_call("nanvar", args, "op_nanvar", axes = list(axis = axis), ref = x)
 }
 
 #' Return the number of dimensions of a tensor
@@ -3879,13 +3845,14 @@ op_nextafter <- function(x1, x2) {
 #' Calls `keras.ops.nonzero` (keras 3.15.1) on the active backend.
 #'
 #' @param x Input tensor.
-#' @return Indices of elements that are non-zero.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return Indices of elements that are non-zero. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_nonzero <- function(x) {
+op_nonzero <- function(x, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(x)
   )
-  op_call("nonzero", args, "op_nonzero")
+  nonzero_out(op_call("nonzero", args, "op_nonzero"), zero_indexed)
 }
 
 #' Matrix or vector norm
@@ -3907,7 +3874,7 @@ op_norm <- function(x, ord = NULL, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_norm", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("norm", args, "op_norm")
+  op_call("norm", args, "op_norm", axes = list(axis = axis), ref = x)
 }
 
 #' Normalizes `x` over the specified axis
@@ -3926,10 +3893,10 @@ op_normalize <- function(x, axis = -1L, order = 2L, epsilon = NULL) {
   args <- list(
     as_tensor_arg(x),
     as_axis(axis, "op_normalize", "axis"),
-    as_tensor_arg(order),
+    as_py_int(order, "op_normalize", "order"),
     as_tensor_arg(epsilon)
   )
-  op_call("normalize", args, "op_normalize")
+  op_call("normalize", args, "op_normalize", axes = list(axis = axis), ref = x)
 }
 
 #' Return `(x1 != x2)` element-wise
@@ -3954,16 +3921,17 @@ op_not_equal <- function(x1, x2) {
 #'
 #' The one-hot encoding is a representation where each integer value is converted into a binary vector with a length equal to `num_classes`, and the index corresponding to the integer value is marked as 1, while all other indices are marked as 0.
 #'
-#' @param x Integer tensor to be encoded. The shape can be arbitrary, but the dtype should be integer.
+#' @param x Integer tensor to be encoded. The shape can be arbitrary, but the dtype should be integer. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param num_classes Number of classes for the one-hot encoding.
 #' @param axis Axis along which the encoding is performed. `-1` represents the last axis. Defaults to `-1`. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
 #' @param dtype (Optional) Data type of the output tensor. If not provided, it defaults to the default data type of the backend.
 #' @param sparse Whether to return a sparse tensor; for backends that support sparse tensors.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return Integer tensor: One-hot encoded tensor with the same shape as `x` except for the specified `axis` dimension, which will have a length of `num_classes`. The dtype of the output tensor is determined by `dtype` or the default data type of the backend.
 #' @export
-op_one_hot <- function(x, num_classes, axis = -1L, dtype = NULL, sparse = FALSE) {
+op_one_hot <- function(x, num_classes, axis = -1L, dtype = NULL, sparse = FALSE, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    as_index_in(x, "op_one_hot", "x", zero_indexed),
     as_py_int(num_classes, "op_one_hot", "num_classes"),
     as_axis(axis, "op_one_hot", "axis"),
     dtype,
@@ -4063,7 +4031,7 @@ op_percentile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE
     as_tensor_arg(method),
     as_tensor_arg(keepdims)
   )
-  op_call("percentile", args, "op_percentile")
+  op_call("percentile", args, "op_percentile", axes = list(axis = axis), ref = x)
 }
 
 #' Compute the (Moore-Penrose) pseudoinverse of a matrix
@@ -4090,7 +4058,10 @@ op_pinv <- function(x, rcond = NULL) {
 #'
 #' The operation is numerically equivalent to `torch.polar()`. It is not equivalent to `scipy.lingalg.polar()` which performs Singular Value Decomposition.
 #'
-#' Given the magnitude (`abs_`) and angle (`angle`), this function computes the corresponding complex number in the form of `real + imaginary * 1j`, where: - `real = abs_ * cos(angle)` - `imaginary = abs_ * sin(angle)`
+#' Given the magnitude (`abs_`) and angle (`angle`), this function computes the corresponding complex number in the form of `real + imaginary * 1j`, where:
+#'
+#' * `real = abs_ * cos(angle)`
+#' * `imaginary = abs_ * sin(angle)`
 #'
 #' @param abs_ The magnitude (absolute value) of the complex number.
 #' @param angle The angle (in radians) of the complex number.
@@ -4137,7 +4108,7 @@ op_prod <- function(x, axis = NULL, keepdims = FALSE, dtype = NULL) {
     as_tensor_arg(keepdims),
     dtype
   )
-  op_call("prod", args, "op_prod")
+  op_call("prod", args, "op_prod", axes = list(axis = axis), ref = x)
 }
 
 #' Peak Signal-to-Noise Ratio (PSNR) function
@@ -4177,7 +4148,7 @@ op_ptp <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_ptp", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("ptp", args, "op_ptp")
+  op_call("ptp", args, "op_ptp", axes = list(axis = axis), ref = x)
 }
 
 #' Computes the QR decomposition of a tensor
@@ -4215,7 +4186,7 @@ op_quantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) 
     as_tensor_arg(method),
     as_tensor_arg(keepdims)
   )
-  op_call("quantile", args, "op_quantile")
+  op_call("quantile", args, "op_quantile", axes = list(axis = axis), ref = x)
 }
 
 #' Convert angles from radians to degrees
@@ -4344,7 +4315,7 @@ op_repeat <- function(x, repeats, axis = NULL) {
     as_py_int(repeats, "op_repeat", "repeats"),
     as_axis(axis, "op_repeat", "axis")
   )
-  op_call("repeat", args, "op_repeat")
+  op_call("repeat", args, "op_repeat", axes = list(axis = axis), ref = x)
 }
 
 #' Gives a new shape to a tensor without changing its data
@@ -4391,14 +4362,14 @@ op_rfft <- function(x, fft_length = NULL) {
 #'
 #' Bits are shifted to the right `y`. Because the internal representation of numbers is in binary format, this operation is equivalent to dividing `x` by `2**y`.
 #'
-#' @param x Input integer tensor.
-#' @param y Input integer tensor.
+#' @param x Input integer tensor. (Whole R doubles become integers, as in keras3.)
+#' @param y Input integer tensor. (Whole R doubles become integers, as in keras3.)
 #' @return Result tensor.
 #' @export
 op_right_shift <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    as_integer_arg(x, "op_right_shift", "x"),
+    as_integer_arg(y, "op_right_shift", "y")
   )
   op_call("right_shift", args, "op_right_shift")
 }
@@ -4407,7 +4378,7 @@ op_right_shift <- function(x, y) {
 #'
 #' Calls `keras.ops.rms_normalization` (keras 3.15.1) on the active backend.
 #'
-#' The Keras operation implements the operation as described in [Root Mean Square Layer Normalization](https://arxiv.org/pdf/1910.07467) by Biao Zhang et al.
+#' The Keras operation implements the operation as described in \[Root Mean Square Layer Normalization\](https://arxiv.org/pdf/1910.07467) by Biao Zhang et al.
 #'
 #' The operation is different from LayerNormalization with RMS scaling.
 #'
@@ -4426,7 +4397,7 @@ op_rms_normalization <- function(x, scale = NULL, axis = -1L, epsilon = NULL) {
     as_axis(axis, "op_rms_normalization", "axis"),
     as_tensor_arg(epsilon)
   )
-  op_call("rms_normalization", args, "op_rms_normalization")
+  op_call("rms_normalization", args, "op_rms_normalization", axes = list(axis = axis), ref = x)
 }
 
 #' Roll tensor elements along a given axis
@@ -4446,7 +4417,7 @@ op_roll <- function(x, shift, axis = NULL) {
     as_tensor_arg(shift),
     as_axis(axis, "op_roll", "axis")
   )
-  op_call("roll", args, "op_roll")
+  op_call("roll", args, "op_roll", axes = list(axis = axis), ref = x)
 }
 
 #' Rotate an array by 90 degrees in the plane specified by axes
@@ -4464,9 +4435,9 @@ op_rot90 <- function(array, k = 1L, axes = c(1L, 2L)) {
   args <- list(
     as_tensor_arg(array),
     as_py_int(k, "op_rot90", "k"),
-    as_axis(axes, "op_rot90", "axes")
+    as_axis(axes, "op_rot90", "axes", as_tuple = TRUE)
   )
-  op_call("rot90", args, "op_rot90")
+  op_call("rot90", args, "op_rot90", axes = list(axes = axes), ref = array)
 }
 
 #' Evenly round to the given number of decimals
@@ -4523,7 +4494,7 @@ op_saturate_cast <- function(x, dtype) {
 #'
 #' When the type of `xs` is an array type or `None`, and the type of `ys` is an array type, the semantics of `scan()` are given roughly by this Python implementation:
 #'
-#' ```python def scan(f, init, xs, length=None):     if xs is None:         xs = [None] * length     carry = init     ys = []     for x in xs:         carry, y = f(carry, x)         ys.append(y)     return carry, np.stack(ys) ```
+#' ```python def scan(f, init, xs, length=None): if xs is None: xs = [None] * length carry = init ys = [] for x in xs: carry, y = f(carry, x) ys.append(y) return carry, np.stack(ys) ```
 #'
 #' The loop-carried value `carry` (`init`) must hold a fixed shape and dtype across all iterations.
 #'
@@ -4555,15 +4526,16 @@ op_scan <- function(f, init, xs = NULL, length = NULL, reverse = FALSE, unroll =
 #'
 #' ```python zeros = keras.ops.zeros(shape) output = keras.ops.scatter_update(zeros, indices, values) ```
 #'
-#' @param indices A tensor or list/tuple specifying indices for the values in `values`. (0-based, as in Keras; whole R doubles become int32.)
+#' @param indices A tensor or list/tuple specifying indices for the values in `values`. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param values A tensor, the values to be set at `indices`.
 #' @param shape Shape of the output tensor. (Whole numbers; NA for an unknown dimension.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tensor.
 #' @export
-op_scatter <- function(indices, values, shape) {
+op_scatter <- function(indices, values, shape, zero_indexed = FALSE) {
   args <- list(
-    as_index_arg(indices),
-    as_tensor_arg(values),
+    as_index_in(indices, "op_scatter", "indices", zero_indexed),
+    as_array_arg(values),
     as_shape(shape, "op_scatter", "shape")
   )
   op_call("scatter", args, "op_scatter")
@@ -4575,21 +4547,22 @@ op_scatter <- function(indices, values, shape) {
 #'
 #' At a high level, this operation does `inputs[indices] = updates`. Assume `inputs` is a tensor of shape `(D0, D1, ..., Dn)`, there are 2 main usages of `scatter_update`.
 #'
-#' 1. `indices` is a 2D tensor of shape `(num_updates, n)`, where `num_updates`     is the number of updates to perform, and `updates` is a 1D tensor of     shape `(num_updates,)`. For example, if `inputs` is `zeros((4, 4, 4))`,     and we want to update `inputs[1, 2, 3]` and `inputs[0, 1, 3]` as 1, then     we can use:
+#' 1. `indices` is a 2D tensor of shape `(num_updates, n)`, where `num_updates` is the number of updates to perform, and `updates` is a 1D tensor of shape `(num_updates,)`. For example, if `inputs` is `zeros((4, 4, 4))`, and we want to update `inputs[1, 2, 3]` and `inputs[0, 1, 3]` as 1, then we can use:
 #'
 #' ```python inputs = np.zeros((4, 4, 4)) indices = [[1, 2, 3], [0, 1, 3]] updates = np.array([1., 1.]) inputs = keras.ops.scatter_update(inputs, indices, updates) ```
 #'
 #' @param inputs A tensor, the tensor to be updated.
-#' @param indices A tensor or list/tuple of shape `(N, inputs.ndim)`, specifying indices to update. `N` is the number of indices to update, must be equal to the first dimension of `updates`. (0-based, as in Keras; whole R doubles become int32.)
+#' @param indices A tensor or list/tuple of shape `(N, inputs.ndim)`, specifying indices to update. `N` is the number of indices to update, must be equal to the first dimension of `updates`. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param updates A tensor, the new values to be put to `inputs` at `indices`.
 #' @param reduction A string specifying the reduction operation to apply when multiple updates target the same index. Supported values are: `None` (default): Updates replace existing values (last write wins). `"add"`: Updates are added to existing values. `"max"`: The maximum of updates and existing values is kept. `"min"`: The minimum of updates and existing values is kept. `"mul"`: Updates are multiplied with existing values.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tensor, has the same shape and dtype as `inputs`.
 #' @export
-op_scatter_update <- function(inputs, indices, updates, reduction = NULL) {
+op_scatter_update <- function(inputs, indices, updates, reduction = NULL, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(inputs),
-    as_index_arg(indices),
-    as_tensor_arg(updates),
+    as_index_in(indices, "op_scatter_update", "indices", zero_indexed),
+    as_array_arg(updates),
     as_tensor_arg(reduction)
   )
   op_call("scatter_update", args, "op_scatter_update")
@@ -4602,15 +4575,16 @@ op_scatter_update <- function(inputs, indices, updates, reduction = NULL) {
 #' @param sorted_sequence 1-D input tensor, sorted along the innermost dimension.
 #' @param values N-D tensor of query insertion values.
 #' @param side 'left' or 'right', specifying the direction in which to insert for the equality case (tie-breaker).
-#' @return Tensor of insertion indices of same shape as `values`.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return Tensor of insertion indices of same shape as `values`. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_searchsorted <- function(sorted_sequence, values, side = "left") {
+op_searchsorted <- function(sorted_sequence, values, side = "left", zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(sorted_sequence),
     as_tensor_arg(values),
     as_tensor_arg(side)
   )
-  op_call("searchsorted", args, "op_searchsorted")
+  index_out(op_call("searchsorted", args, "op_searchsorted"), zero_indexed)
 }
 
 #' Computes the max of segments in a tensor
@@ -4618,15 +4592,16 @@ op_searchsorted <- function(sorted_sequence, values, side = "left") {
 #' Calls `keras.ops.segment_max` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match. (0-based, as in Keras; whole R doubles become int32.)
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape\[:len(segment_ids.shape)\] should match. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tensor containing the max of segments, where each element represents the max of the corresponding segment in `data`.
 #' @export
-op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
+op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALSE, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(data),
-    as_index_arg(segment_ids),
+    as_index_in(segment_ids, "op_segment_max", "segment_ids", zero_indexed),
     as_py_int(num_segments, "op_segment_max", "num_segments"),
     as_tensor_arg(sorted)
   )
@@ -4638,7 +4613,7 @@ op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' Calls `keras.ops.segment_min` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape[:len(segment_ids.shape)] should match. (0-based, as in Keras; whole R doubles become int32.)
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. data.shape\[:len(segment_ids.shape)\] should match. (0-based, as in Keras; whole R doubles become int32.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
 #' @return A tensor containing the min of segments, where each element represents the min of the corresponding segment in `data`.
@@ -4678,15 +4653,16 @@ op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FAL
 #' Calls `keras.ops.segment_sum` (keras 3.15.1) on the active backend.
 #'
 #' @param data Input tensor.
-#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. Num dims for segment ids should be strictly smaller or equal to number of dims in data. (0-based, as in Keras; whole R doubles become int32.)
+#' @param segment_ids A N-D tensor containing segment indices for each element in `data`. Num dims for segment ids should be strictly smaller or equal to number of dims in data. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param num_segments An integer representing the total number of segments. If not specified, it is inferred from the maximum value in `segment_ids`.
 #' @param sorted A boolean indicating whether `segment_ids` is sorted. Defaults to `False`.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tensor containing the sum of segments, where each element represents the sum of the corresponding segment in `data`.
 #' @export
-op_segment_sum <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
+op_segment_sum <- function(data, segment_ids, num_segments = NULL, sorted = FALSE, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(data),
-    as_index_arg(segment_ids),
+    as_index_in(segment_ids, "op_segment_sum", "segment_ids", zero_indexed),
     as_py_int(num_segments, "op_segment_sum", "num_segments"),
     as_tensor_arg(sorted)
   )
@@ -4706,7 +4682,7 @@ op_select <- function(condlist, choicelist, default = 0L) {
   args <- list(
     as_tensor_arg(condlist),
     as_tensor_arg(choicelist),
-    as_tensor_arg(default)
+    as_py_int(default, "op_select", "default")
   )
   op_call("select", args, "op_select")
 }
@@ -4736,7 +4712,7 @@ op_selu <- function(x) {
 #' This ops supports 1D and 2D separable convolution. `separable_conv` is a depthwise conv followed by a pointwise conv.
 #'
 #' @param inputs Tensor of rank N+2. `inputs` has shape `(batch_size,) + inputs_spatial_shape + (num_channels,)` if `data_format="channels_last"`, or `(batch_size, num_channels) + inputs_spatial_shape` if `data_format="channels_first"`.
-#' @param depthwise_kernel Tensor of rank N+2. `depthwise_kernel` has shape [kernel_spatial_shape, num_input_channels, num_channels_multiplier], `num_input_channels` should match the number of channels in `inputs`.
+#' @param depthwise_kernel Tensor of rank N+2. `depthwise_kernel` has shape \[kernel_spatial_shape, num_input_channels, num_channels_multiplier\], `num_input_channels` should match the number of channels in `inputs`.
 #' @param pointwise_kernel Tensor of rank N+2. `pointwise_kernel` has shape `(*ones_like(kernel_spatial_shape), num_input_channels * num_channels_multiplier, num_output_channels)`.
 #' @param strides int or int tuple/list of `len(inputs_spatial_shape)`, specifying the strides of the convolution along each spatial dimension. If `strides` is int, then every spatial dimension shares the same `strides`.
 #' @param padding string, either `"valid"` or `"same"`. `"valid"` means no padding is applied, and `"same"` results in padding evenly to the left/right or up/down of the input such that output has the same height/width dimension as the input when `strides=1`.
@@ -4902,14 +4878,15 @@ op_size <- function(x) {
 #' ```python inputs = np.zeros((5, 5)) start_indices = np.array([3, 3]) shape = np.array([2, 2]) inputs = keras.ops.slice(inputs, start_indices, shape) ```
 #'
 #' @param inputs A tensor, the tensor to be updated.
-#' @param start_indices A list/tuple of shape `(inputs.ndim,)`, specifying the starting indices for updating.
+#' @param start_indices A list/tuple of shape `(inputs.ndim,)`, specifying the starting indices for updating. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param shape The full shape of the returned slice. (Whole numbers; NA for an unknown dimension.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tensor, has the same shape and dtype as `inputs`.
 #' @export
-op_slice <- function(inputs, start_indices, shape) {
+op_slice <- function(inputs, start_indices, shape, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(inputs),
-    as_tensor_arg(start_indices),
+    as_array_arg(inputs),
+    as_index_in(start_indices, "op_slice", "start_indices", zero_indexed),
     as_shape(shape, "op_slice", "shape")
   )
   op_call("slice", args, "op_slice")
@@ -4924,15 +4901,16 @@ op_slice <- function(inputs, start_indices, shape) {
 #' ```python inputs = np.zeros((5, 5)) start_indices = [3, 3] updates = np.ones((2, 2)) inputs = keras.ops.slice_update(inputs, start_indices, updates) ```
 #'
 #' @param inputs A tensor, the tensor to be updated.
-#' @param start_indices A list/tuple of shape `(inputs.ndim,)`, specifying the starting indices for updating.
+#' @param start_indices A list/tuple of shape `(inputs.ndim,)`, specifying the starting indices for updating. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param updates A tensor, the new values to be put to `inputs` at `indices`. `updates` must have the same rank as `inputs`.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A tensor, has the same shape and dtype as `inputs`.
 #' @export
-op_slice_update <- function(inputs, start_indices, updates) {
+op_slice_update <- function(inputs, start_indices, updates, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(inputs),
-    as_tensor_arg(start_indices),
-    as_tensor_arg(updates)
+    as_array_arg(inputs),
+    as_index_in(start_indices, "op_slice_update", "start_indices", zero_indexed),
+    as_array_arg(updates)
   )
   op_call("slice_update", args, "op_slice_update")
 }
@@ -4990,7 +4968,7 @@ op_softmax <- function(x, axis = -1L) {
     as_tensor_arg(x),
     as_axis(axis, "op_softmax", "axis")
   )
-  op_call("softmax", args, "op_softmax")
+  op_call("softmax", args, "op_softmax", axes = list(axis = axis), ref = x)
 }
 
 #' Softplus activation function
@@ -5072,7 +5050,7 @@ op_sort <- function(x, axis = -1L) {
     as_tensor_arg(x),
     as_axis(axis, "op_sort", "axis")
   )
-  op_call("sort", args, "op_sort")
+  op_call("sort", args, "op_sort", axes = list(axis = axis), ref = x)
 }
 
 #' Rearranges blocks of spatial data into depth
@@ -5118,7 +5096,7 @@ op_sparse_categorical_crossentropy <- function(target, output, from_logits = FAL
     as_tensor_arg(from_logits),
     as_axis(axis, "op_sparse_categorical_crossentropy", "axis")
   )
-  op_call("sparse_categorical_crossentropy", args, "op_sparse_categorical_crossentropy")
+  op_call("sparse_categorical_crossentropy", args, "op_sparse_categorical_crossentropy", axes = list(axis = axis), ref = target)
 }
 
 #' SparsePlus activation function
@@ -5174,7 +5152,7 @@ op_sparsemax <- function(x, axis = -1L) {
     as_tensor_arg(x),
     as_axis(axis, "op_sparsemax", "axis")
   )
-  op_call("sparsemax", args, "op_sparsemax")
+  op_call("sparsemax", args, "op_sparsemax", axes = list(axis = axis), ref = x)
 }
 
 #' Split a tensor into chunks
@@ -5182,17 +5160,18 @@ op_sparsemax <- function(x, axis = -1L) {
 #' Calls `keras.ops.split` (keras 3.15.1) on the active backend.
 #'
 #' @param x Input tensor.
-#' @param indices_or_sections If an integer, N, the tensor will be split into N equal sections along `axis`. If a 1-D array of sorted integers, the entries indicate indices at which the tensor will be split along `axis`.
+#' @param indices_or_sections If an integer, N, the tensor will be split into N equal sections along `axis`. If a 1-D array of sorted integers, the entries indicate indices at which the tensor will be split along `axis`. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param axis Axis along which to split. Defaults to `0`. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return A list of tensors.
 #' @export
-op_split <- function(x, indices_or_sections, axis = 1L) {
+op_split <- function(x, indices_or_sections, axis = 1L, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(x),
-    as_py_int(indices_or_sections, "op_split", "indices_or_sections"),
+    as_split_arg(indices_or_sections, "op_split", "indices_or_sections", zero_indexed),
     as_axis(axis, "op_split", "axis")
   )
-  op_call("split", args, "op_split")
+  op_call("split", args, "op_split", axes = list(axis = axis), ref = x)
 }
 
 #' Return the non-negative square root of a tensor, element-wise
@@ -5256,7 +5235,7 @@ op_squeeze <- function(x, axis = NULL) {
     as_tensor_arg(x),
     as_axis(axis, "op_squeeze", "axis")
   )
-  op_call("squeeze", args, "op_squeeze")
+  op_call("squeeze", args, "op_squeeze", axes = list(axis = axis), ref = x)
 }
 
 #' Join a sequence of tensors along a new axis
@@ -5274,7 +5253,7 @@ op_stack <- function(x, axis = 1L) {
     as_tensor_arg(x),
     as_axis(axis, "op_stack", "axis")
   )
-  op_call("stack", args, "op_stack")
+  op_call("stack", args, "op_stack", axes = list(axis = axis), ref = x, axis_extra = 1L)
 }
 
 #' Compute the standard deviation along the specified axis
@@ -5292,7 +5271,7 @@ op_std <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_std", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("std", args, "op_std")
+  op_call("std", args, "op_std", axes = list(axis = axis), ref = x)
 }
 
 #' Short-Time Fourier Transform along the last axis of the input
@@ -5366,7 +5345,7 @@ op_sum <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_sum", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("sum", args, "op_sum")
+  op_call("sum", args, "op_sum", axes = list(axis = axis), ref = x)
 }
 
 #' Computes the singular value decomposition of a matrix
@@ -5402,7 +5381,7 @@ op_swapaxes <- function(x, axis1, axis2) {
     as_axis(axis1, "op_swapaxes", "axis1"),
     as_axis(axis2, "op_swapaxes", "axis2")
   )
-  op_call("swapaxes", args, "op_swapaxes")
+  op_call("swapaxes", args, "op_swapaxes", axes = list(axis1 = axis1, axis2 = axis2), ref = x)
 }
 
 #' Sigmoid Linear Unit (SiLU) activation function, also known as Swish
@@ -5429,16 +5408,17 @@ op_swish <- function(x) {
 #'
 #' The semantics of `switch` are given roughly by this Python implementation:
 #'
-#' ```python def switch(index, branches, *operands):     index = clamp(0, index, len(branches) - 1)     return branches[index](*operands) ```
+#' ```python def switch(index, branches, *operands): index = clamp(0, index, len(branches) - 1) return branches[index](*operands) ```
 #'
-#' @param index An integer scalar indicating which branch function to apply.
+#' @param index An integer scalar indicating which branch function to apply. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param branches A sequence of functions to be applied based on `index`.
 #' @param ... Further arguments, passed on (unnamed ones positionally).
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return The outputs of `branch(*operands)` for the branch that was selected based on `index`.
 #' @export
-op_switch <- function(index, branches, ...) {
+op_switch <- function(index, branches, ..., zero_indexed = FALSE) {
   args <- list()
-  op_call("switch", args, "op_switch", positional = list(as_tensor_arg(index), as_tensor_arg(branches)), dots = list(...))
+  op_call("switch", args, "op_switch", positional = list(as_index_in(index, "op_switch", "index", zero_indexed, allow_zero = TRUE), as_tensor_arg(branches)), dots = list(...))
 }
 
 #' Take elements from a tensor along an axis
@@ -5446,17 +5426,18 @@ op_switch <- function(index, branches, ...) {
 #' Calls `keras.ops.take` (keras 3.15.1) on the active backend.
 #'
 #' @param x Source tensor.
-#' @param indices The indices of the values to extract. (0-based, as in Keras; whole R doubles become int32.)
+#' @param indices The indices of the values to extract. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param axis The axis over which to select values. By default, the flattened input tensor is used. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return The corresponding tensor of values.
 #' @export
-op_take <- function(x, indices, axis = NULL) {
+op_take <- function(x, indices, axis = NULL, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(x),
-    as_index_arg(indices),
+    as_index_in(indices, "op_take", "indices", zero_indexed),
     as_axis(axis, "op_take", "axis")
   )
-  op_call("take", args, "op_take")
+  op_call("take", args, "op_take", axes = list(axis = axis), ref = x)
 }
 
 #' Select values from `x` at the 1-D `indices` along the given axis
@@ -5464,17 +5445,18 @@ op_take <- function(x, indices, axis = NULL) {
 #' Calls `keras.ops.take_along_axis` (keras 3.15.1) on the active backend.
 #'
 #' @param x Source tensor.
-#' @param indices The indices of the values to extract. (0-based, as in Keras; whole R doubles become int32.)
+#' @param indices The indices of the values to extract. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param axis The axis over which to select values. By default, the flattened input tensor is used. (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return The corresponding tensor of values.
 #' @export
-op_take_along_axis <- function(x, indices, axis = NULL) {
+op_take_along_axis <- function(x, indices, axis = NULL, zero_indexed = FALSE) {
   args <- list(
     as_tensor_arg(x),
-    as_index_arg(indices),
+    as_index_in(indices, "op_take_along_axis", "indices", zero_indexed),
     as_axis(axis, "op_take_along_axis", "axis")
   )
-  op_call("take_along_axis", args, "op_take_along_axis")
+  op_call("take_along_axis", args, "op_take_along_axis", axes = list(axis = axis), ref = x)
 }
 
 #' Compute tangent, element-wise
@@ -5590,15 +5572,19 @@ op_tile <- function(x, repeats) {
 #' @param x Input tensor.
 #' @param k An integer representing the number of top elements to retrieve.
 #' @param sorted A boolean indicating whether to sort the output in descending order. Defaults to `True`.
-#' @return A tuple containing two tensors. The first tensor contains the top-k values, and the second tensor contains the indices of the top-k values in the input tensor.
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
+#' @return A tuple containing two tensors. The first tensor contains the top-k values, and the second tensor contains the indices of the top-k values in the input tensor. Indices in the result are 1-based unless `zero_indexed = TRUE`.
 #' @export
-op_top_k <- function(x, k, sorted = TRUE) {
+op_top_k <- function(x, k, sorted = TRUE, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    as_array_arg(x),
     as_py_int(k, "op_top_k", "k"),
     as_tensor_arg(sorted)
   )
-  op_call("top_k", args, "op_top_k")
+  res <- op_call("top_k", args, "op_top_k")
+  names(res) <- c("values", "indices")
+  res$indices <- index_out(res$indices, zero_indexed)
+  res
 }
 
 #' Return the sum along diagonals of the tensor
@@ -5624,7 +5610,7 @@ op_trace <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
     as_axis(axis1, "op_trace", "axis1"),
     as_axis(axis2, "op_trace", "axis2")
   )
-  op_call("trace", args, "op_trace")
+  op_call("trace", args, "op_trace", axes = list(axis1 = axis1, axis2 = axis2), ref = x)
 }
 
 #' Returns a tensor with `axes` transposed
@@ -5640,7 +5626,7 @@ op_transpose <- function(x, axes = NULL) {
     as_tensor_arg(x),
     as_axis(axes, "op_transpose", "axes")
   )
-  op_call("transpose", args, "op_transpose")
+  op_call("transpose", args, "op_transpose", axes = list(axes = axes), ref = x)
 }
 
 #' Integrate along the given axis using the composite trapezoidal rule
@@ -5660,7 +5646,7 @@ op_trapezoid <- function(y, x = NULL, dx = 1.0, axis = -1L) {
     as_tensor_arg(dx),
     as_axis(axis, "op_trapezoid", "axis")
   )
-  op_call("trapezoid", args, "op_trapezoid")
+  op_call("trapezoid", args, "op_trapezoid", axes = list(axis = axis), ref = y)
 }
 
 #' Return a tensor with ones at and below a diagonal and zeros elsewhere
@@ -5802,20 +5788,21 @@ op_unique <- function(x, sorted = TRUE, return_index = FALSE, return_inverse = F
     as_py_int(size, "op_unique", "size"),
     as_tensor_arg(fill_value)
   )
-  op_call("unique", args, "op_unique")
+  op_call("unique", args, "op_unique", axes = list(axis = axis), ref = x)
 }
 
 #' Convert flat indices to coordinate arrays in a given array shape
 #'
 #' Calls `keras.ops.unravel_index` (keras 3.15.1) on the active backend.
 #'
-#' @param indices An integer or array of integers representing flat indices. (0-based, as in Keras; whole R doubles become int32.)
+#' @param indices An integer or array of integers representing flat indices. (1-based in R, as in keras3: 1 is the first element, -1 the last; 0-based with `zero_indexed = TRUE`.)
 #' @param shape The shape of the array to unravel into. (Whole numbers; NA for an unknown dimension.)
+#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and returned as they are); by default they are 1-based, as in keras3.
 #' @return Tuple of arrays for each dimension with unraveled indices.
 #' @export
-op_unravel_index <- function(indices, shape) {
+op_unravel_index <- function(indices, shape, zero_indexed = FALSE) {
   args <- list(
-    as_index_arg(indices),
+    as_index_in(indices, "op_unravel_index", "indices", zero_indexed),
     as_shape(shape, "op_unravel_index", "shape")
   )
   op_call("unravel_index", args, "op_unravel_index")
@@ -5836,7 +5823,7 @@ op_unstack <- function(x, num = NULL, axis = 1L) {
     as_py_int(num, "op_unstack", "num"),
     as_axis(axis, "op_unstack", "axis")
   )
-  op_call("unstack", args, "op_unstack")
+  op_call("unstack", args, "op_unstack", axes = list(axis = axis), ref = x)
 }
 
 #' Generate a Vandermonde matrix
@@ -5872,7 +5859,7 @@ op_var <- function(x, axis = NULL, keepdims = FALSE) {
     as_axis(axis, "op_var", "axis"),
     as_tensor_arg(keepdims)
   )
-  op_call("var", args, "op_var")
+  op_call("var", args, "op_var", axes = list(axis = axis), ref = x)
 }
 
 #' Return the dot product of two vectors
@@ -5919,15 +5906,15 @@ op_vectorize <- function(pyfunc, excluded = NULL, signature = NULL) {
 #'
 #' Schematically, `vectorized_map` implements the following, in the case of a single tensor input `elements`:
 #'
-#' ```python def vectorized_map(function, elements):     outputs = []     for e in elements:         outputs.append(function(e))     return np.stack(outputs) ```
+#' ```python def vectorized_map(function, elements): outputs = [] for e in elements: outputs.append(function(e)) return np.stack(outputs) ```
 #'
 #' In the case of an iterable of tensors `elements`, it implements the following:
 #'
-#' @param f See the Keras documentation.
 #' @param elements See the Keras documentation.
+#' @param f See the Keras documentation.
 #' @return A tensor.
 #' @export
-op_vectorized_map <- function(f, elements) {
+op_vectorized_map <- function(elements, f) {
   args <- list(
     as_tensor_arg(f),
     as_tensor_arg(elements)
@@ -6117,18 +6104,18 @@ op_image_affine_transform <- function(images, transform, interpolation = "biline
 #' @param data_format A string specifying the data format of the input tensor. It can be either `"channels_last"` or `"channels_first"`. `"channels_last"` corresponds to inputs with shape `(batch, height, width, channels)`, while `"channels_first"` corresponds to inputs with shape `(batch, channels, height, width)`. If not specified, the value will default to `keras.config.image_data_format`.
 #' @return Cropped image or batch of images.
 #' @export
-op_image_crop_images <- function(images, top_cropping = NULL, left_cropping = NULL, bottom_cropping = NULL, right_cropping = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
+op_image_crop <- function(images, top_cropping = NULL, left_cropping = NULL, bottom_cropping = NULL, right_cropping = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
   args <- list(
     as_tensor_arg(images),
-    as_tensor_arg(top_cropping),
-    as_tensor_arg(left_cropping),
-    as_tensor_arg(bottom_cropping),
-    as_tensor_arg(right_cropping),
-    as_tensor_arg(target_height),
-    as_tensor_arg(target_width),
+    as_py_int(top_cropping, "op_image_crop", "top_cropping"),
+    as_py_int(left_cropping, "op_image_crop", "left_cropping"),
+    as_py_int(bottom_cropping, "op_image_crop", "bottom_cropping"),
+    as_py_int(right_cropping, "op_image_crop", "right_cropping"),
+    as_py_int(target_height, "op_image_crop", "target_height"),
+    as_py_int(target_width, "op_image_crop", "target_width"),
     as_tensor_arg(data_format)
   )
-  op_call("crop_images", args, "op_image_crop_images", module = "image")
+  op_call("crop_images", args, "op_image_crop", module = "image")
 }
 
 #' Applies elastic deformation to the image(s)
@@ -6252,7 +6239,7 @@ op_image_hsv_to_rgb <- function(images, data_format = NULL) {
 #'
 #' Calls `keras.ops.image.map_coordinates` (keras 3.15.1) on the active backend.
 #'
-#' Note that interpolation near boundaries differs from the scipy function, because we fixed an outstanding bug [scipy/issues/2640](https://github.com/scipy/scipy/issues/2640).
+#' Note that interpolation near boundaries differs from the scipy function, because we fixed an outstanding bug \[scipy/issues/2640\](https://github.com/scipy/scipy/issues/2640).
 #'
 #' @param inputs The input array.
 #' @param coordinates The coordinates at which inputs is evaluated.
@@ -6286,18 +6273,18 @@ op_image_map_coordinates <- function(inputs, coordinates, order, fill_mode = "co
 #' @param data_format A string specifying the data format of the input tensor. It can be either `"channels_last"` or `"channels_first"`. `"channels_last"` corresponds to inputs with shape `(batch, height, width, channels)`, while `"channels_first"` corresponds to inputs with shape `(batch, channels, height, width)`. If not specified, the value will default to `keras.config.image_data_format`.
 #' @return Padded image or batch of images.
 #' @export
-op_image_pad_images <- function(images, top_padding = NULL, left_padding = NULL, bottom_padding = NULL, right_padding = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
+op_image_pad <- function(images, top_padding = NULL, left_padding = NULL, bottom_padding = NULL, right_padding = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
   args <- list(
     as_tensor_arg(images),
-    as_tensor_arg(top_padding),
-    as_tensor_arg(left_padding),
-    as_tensor_arg(bottom_padding),
-    as_tensor_arg(right_padding),
-    as_tensor_arg(target_height),
-    as_tensor_arg(target_width),
+    as_py_int(top_padding, "op_image_pad", "top_padding"),
+    as_py_int(left_padding, "op_image_pad", "left_padding"),
+    as_py_int(bottom_padding, "op_image_pad", "bottom_padding"),
+    as_py_int(right_padding, "op_image_pad", "right_padding"),
+    as_py_int(target_height, "op_image_pad", "target_height"),
+    as_py_int(target_width, "op_image_pad", "target_width"),
     as_tensor_arg(data_format)
   )
-  op_call("pad_images", args, "op_image_pad_images", module = "image")
+  op_call("pad_images", args, "op_image_pad", module = "image")
 }
 
 #' Applies a perspective transformation to the image(s)
@@ -6404,8 +6391,8 @@ op_image_rgb_to_hsv <- function(images, data_format = NULL) {
 #'
 #' @param images The input array.
 #' @param output_shape The output shape, as a sequence of integers with length equal to the number of dimensions of image.
-#' @param scale A [K] array with the same number of dimensions as `images`, containing the scale to apply in each dimension.
-#' @param translation A [K] array with the same number of dimensions as `images`, containing the translation to apply in each dimension.
+#' @param scale A \[K\] array with the same number of dimensions as `images`, containing the scale to apply in each dimension.
+#' @param translation A \[K\] array with the same number of dimensions as `images`, containing the translation to apply in each dimension.
 #' @param spatial_dims A length K tuple specifying the spatial dimensions that the passed `scale` and `translation` should be applied to.
 #' @param method A string specifying the resizing method to use. Available methods are `"linear"`, `"bilinear"`, `"trilinear"`, `"triangle"`, `"cubic"`, `"bicubic"`, `"tricubic"`, `"lanczos3"` and `"lanczos5"`.
 #' @param antialias Whether an antialiasing filter should be applied when downsampling. Has no effect when upsampling. Defaults to `True`.

@@ -8,8 +8,70 @@ tensor_classes <- c(
   "jax._src.literals.TypedNdArray",               # jax's typed numpy constants (zero gradients)
   "tensorflow.python.types.core.Tensor",          # tf eager and symbolic tensors, tf variables
   "torch._C.TensorBase",                          # torch tensors and parameters
-  "keras.src.backend.common.variables.Variable"   # keras.Variable on every backend
+  "keras.src.backend.common.variables.Variable",  # keras.Variable on every backend
+  "keras.src.backend.common.keras_tensor.KerasTensor"  # keras.Input() and functional models
 )
+
+#' Subsetting, transpose and matrix product of tensors
+#'
+#' `x[...]` and `x[...] <- value` are [op_subset()] and `op_subset<-`: 1-based indices, a
+#' number drops its axis and a range keeps it, as in keras3 (see [op_subset()] for every rule).
+#' `t(x)` reverses the axes ([op_transpose()]), and `x %*% y` is [op_matmul()] when either side
+#' is a tensor (and R's own `%*%` otherwise).
+#'
+#' @param x,y Tensors (or R values, for `%*%`).
+#' @return A tensor (or what R's `%*%` returns for two R values).
+#' @name tensor-subset
+#' @examplesIf customgrad:::python_available()
+#' x <- op_convert_to_tensor(array(1:12, c(3, 4)))
+#' x[, 2]
+#' x[2, ] <- 0L
+#' x
+#' t(x)
+#' x %*% t(x)
+#' @rawNamespace S3method("[", "jaxlib._jax.ArrayImpl", tensor_subset)
+#' @rawNamespace S3method("[", "jax._src.literals.TypedNdArray", tensor_subset)
+#' @rawNamespace S3method("[", "jax._src.core.Tracer", tensor_subset)
+#' @rawNamespace S3method("[", "tensorflow.python.types.core.Tensor", tensor_subset)
+#' @rawNamespace S3method("[", "torch._C.TensorBase", tensor_subset)
+#' @rawNamespace S3method("[", "keras.src.backend.common.variables.Variable", tensor_subset)
+#' @rawNamespace S3method("[", "keras.src.backend.common.keras_tensor.KerasTensor", tensor_subset)
+#' @rawNamespace S3method("[<-", "jaxlib._jax.ArrayImpl", tensor_subset_assign)
+#' @rawNamespace S3method("[<-", "jax._src.literals.TypedNdArray", tensor_subset_assign)
+#' @rawNamespace S3method("[<-", "jax._src.core.Tracer", tensor_subset_assign)
+#' @rawNamespace S3method("[<-", "tensorflow.python.types.core.Tensor", tensor_subset_assign)
+#' @rawNamespace S3method("[<-", "torch._C.TensorBase", tensor_subset_assign)
+#' @rawNamespace S3method("[<-", "keras.src.backend.common.variables.Variable", tensor_subset_assign)
+#' @rawNamespace S3method("[<-", "keras.src.backend.common.keras_tensor.KerasTensor", tensor_subset_assign)
+#' @rawNamespace S3method(t, "jaxlib._jax.ArrayImpl", tensor_t)
+#' @rawNamespace S3method(t, "jax._src.literals.TypedNdArray", tensor_t)
+#' @rawNamespace S3method(t, "jax._src.core.Tracer", tensor_t)
+#' @rawNamespace S3method(t, "tensorflow.python.types.core.Tensor", tensor_t)
+#' @rawNamespace S3method(t, "torch._C.TensorBase", tensor_t)
+#' @rawNamespace S3method(t, "keras.src.backend.common.variables.Variable", tensor_t)
+#' @rawNamespace S3method(t, "keras.src.backend.common.keras_tensor.KerasTensor", tensor_t)
+NULL
+
+tensor_subset <- function(x, ...) {
+  key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
+  with_py_errors(py_fn("glue", "subset")(x, key), "[")
+}
+
+tensor_subset_assign <- function(x, ..., value) {
+  key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
+  with_py_errors(py_fn("glue", "subset_assign")(x, key, subset_value(x, value)), "[<-")
+}
+
+tensor_t <- function(x) op_transpose(x)
+
+# R 4.2's %*% dispatches only S4 methods, so the package's %*% checks for tensors itself and
+# hands everything else to base R's.
+#' @rdname tensor-subset
+#' @export
+`%*%` <- function(x, y) {
+  if (inherits(x, tensor_classes) || inherits(y, tensor_classes)) return(op_matmul(x, y))
+  base::`%*%`(x, y)
+}
 
 #' Arithmetic, math and summaries of tensors
 #'
@@ -38,6 +100,11 @@ tensor_classes <- c(
 #' @rawNamespace S3method(Ops, "tensorflow.python.types.core.Tensor", tensor_ops)
 #' @rawNamespace S3method(Ops, "torch._C.TensorBase", tensor_ops)
 #' @rawNamespace S3method(Ops, "keras.src.backend.common.variables.Variable", tensor_ops)
+#' @rawNamespace S3method(Ops, "keras.src.backend.common.keras_tensor.KerasTensor", tensor_ops)
+#' @rawNamespace S3method(Math, "keras.src.backend.common.keras_tensor.KerasTensor", tensor_math)
+#' @rawNamespace S3method(print, "keras.src.backend.common.keras_tensor.KerasTensor", tensor_print)
+#' @rawNamespace S3method(dim, "keras.src.backend.common.keras_tensor.KerasTensor", tensor_dim)
+#' @rawNamespace S3method(Ops, "jax._src.export.shape_poly._DimExpr", dim_expr_ops)
 #' @rawNamespace S3method(Math, "jaxlib._jax.ArrayImpl", tensor_math)
 #' @rawNamespace S3method(Math, "jax._src.literals.TypedNdArray", tensor_math)
 #' @rawNamespace S3method(Math, "jax._src.core.Tracer", tensor_math)
@@ -120,8 +187,39 @@ tensor_ops <- function(e1, e2) {
     if (is.null(fn)) return(e1)
     return(with_py_errors(py_invoke(py_fn("ops", fn), list(as_tensor_arg(e1))), generic))
   }
+  if (inherits(e1, "jax._src.export.shape_poly._DimExpr") ||
+      inherits(e2, "jax._src.export.shape_poly._DimExpr")) {
+    return(dim_expr_ops_impl(generic, e1, e2))
+  }
   fn <- py_fn("ops", ops_names[[generic]])
   with_py_errors(py_invoke(fn, list(as_tensor_arg(e1), as_tensor_arg(e2))), generic)
+}
+
+# jax's symbolic dimensions (export.symbolic_shape, shape polymorphism): `n - 1`, `2 * n` stay
+# symbolic dimensions, computed by Python's own operators on them.
+dim_expr_ops <- function(e1, e2) {
+  generic <- .Generic
+  if (missing(e2)) {
+    if (generic == "+") return(e1)
+    if (generic == "-") return(dim_expr_ops_impl("*", e1, -1L))
+    cg_abort("Unary {.code {generic}} is not defined for symbolic dimensions.",
+             "customgrad_type_error", call = NULL)
+  }
+  dim_expr_ops_impl(generic, e1, e2)
+}
+
+dim_expr_ops_impl <- function(generic, e1, e2) {
+  py_name <- c("+" = "add", "-" = "sub", "*" = "mul", "/" = "truediv", "^" = "pow",
+               "%%" = "mod", "%/%" = "floordiv", "==" = "eq", "!=" = "ne", "<" = "lt",
+               "<=" = "le", ">" = "gt", ">=" = "ge")[[generic]]
+  whole <- function(v) if (is.double(v) && length(v) == 1L && v == round(v)) as.integer(v) else v
+  e1 <- whole(e1)
+  e2 <- whole(e2)
+  if (is_py_object(e1) && inherits(e1, tensor_classes) || is_py_object(e2) && inherits(e2, tensor_classes)) {
+    fn <- py_fn("ops", ops_names[[generic]])
+    return(with_py_errors(py_invoke(fn, list(as_tensor_arg(e1), as_tensor_arg(e2))), generic))
+  }
+  with_py_errors(py_mod("operator")[[py_name]](e1, e2), generic)
 }
 
 math_names <- c(

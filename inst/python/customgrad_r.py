@@ -12,7 +12,20 @@ import keras
 
 import customgrad
 
-_R_READ = {"double": np.float64, "integer": np.int32, "logical": np.int32}
+_R_READ = {"double": np.float64, "integer": np.int32, "logical": np.int32,
+           "complex": np.complex128}
+
+
+def from_r_numpy(buf, dims, rtype):
+    """A numpy array (float64, int32, bool or complex128) from the bytes of an R vector/array.
+
+    This is what reticulate makes of an R array, and what keras3 hands to an op: keras keeps
+    float64 where the backend has it (jax without x64 makes it float32).
+    """
+    arr = np.frombuffer(buf, dtype=_R_READ[rtype]).reshape(tuple(int(d) for d in dims), order="F")
+    if rtype == "logical":
+        arr = arr != 0
+    return np.ascontiguousarray(arr)
 
 
 def from_r(buf, dims, rtype, dtype=None):
@@ -20,6 +33,8 @@ def from_r(buf, dims, rtype, dtype=None):
     arr = np.frombuffer(buf, dtype=_R_READ[rtype])
     dims = tuple(int(d) for d in dims)
     arr = arr.reshape(dims, order="F")
+    if dtype is None and rtype == "complex":
+        return keras.ops.convert_to_tensor(np.ascontiguousarray(arr))
     if dtype is None:
         dtype = {"double": keras.config.floatx(), "integer": "int32", "logical": "bool"}[rtype]
     if rtype == "logical":
@@ -96,3 +111,76 @@ def call(fn, args, kwargs):
 def shape(x):
     """The static shape as a list of ints (None for unknown dimensions), on every backend."""
     return [None if d is None else int(d) for d in tuple(x.shape)]
+
+
+# ---- subsetting with keras3's R semantics (op_subset, `[`): the key arrives 0-based --------------
+
+def _is_basic(item) -> bool:
+    return item is None or item is Ellipsis or isinstance(item, (int, slice))
+
+
+def _is_static(item) -> bool:
+    return _is_basic(item) or isinstance(item, np.ndarray)
+
+
+def _is_bool(x) -> bool:
+    return keras.backend.standardize_dtype(x.dtype) == "bool"
+
+
+def _eager_to_numpy(item):
+    """TensorFlow's eager index tensors as numpy (tf tensors have no advanced indexing)."""
+    if type(item).__name__ == "EagerTensor":
+        return item.numpy()
+    return item
+
+
+def _positions(x, key):
+    """The flat (row-major) positions that key selects from x, or None if key or shape is dynamic."""
+    key = tuple(_eager_to_numpy(k) for k in key)
+    shape = tuple(x.shape)
+    if any(d is None for d in shape) or not all(_is_static(k) for k in key):
+        return None
+    grid = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    return np.asarray(grid[key])
+
+
+def subset(x, key):
+    """x[key] with numpy semantics on every backend (TensorFlow tensors lack advanced indexing)."""
+    key = tuple(key)
+    if all(_is_basic(k) for k in key):
+        return x[key]
+    if len(key) == 1 and keras.ops.is_tensor(key[0]) and _is_bool(key[0]):
+        if type(x).__module__.startswith("tensorflow"):
+            import tensorflow as tf
+            return tf.boolean_mask(x, key[0])
+        return x[key[0]]
+    positions = _positions(x, key)
+    if positions is None:
+        return x[key]
+    flat = keras.ops.reshape(x, (-1,))
+    return keras.ops.take(flat, keras.ops.convert_to_tensor(positions.astype(np.int32)))
+
+
+def subset_assign(x, key, value):
+    """A copy of x with x[key] replaced by value (broadcast); a variable is assigned in place."""
+    key = tuple(key)
+    positions = _positions(x, key)
+    if positions is None:
+        if hasattr(x, "at"):  # jax
+            new = x.at[key].set(value)
+        elif keras.backend.backend() == "torch" and hasattr(x, "clone"):
+            new = x.clone()
+            new[key] = keras.ops.convert_to_tensor(value, dtype=new.dtype)
+        else:
+            raise TypeError("this tensor (dynamic shape or tensor index) cannot be assigned into")
+    else:
+        ref = x.value if isinstance(x, keras.Variable) else x
+        flat = keras.ops.reshape(ref, (-1,))
+        values = keras.ops.broadcast_to(keras.ops.cast(value, ref.dtype), positions.shape)
+        new = keras.ops.scatter_update(
+            flat, positions.reshape(-1, 1).astype(np.int32), keras.ops.reshape(values, (-1,)))
+        new = keras.ops.reshape(new, tuple(ref.shape))
+    if isinstance(x, keras.Variable) or type(x).__name__ in ("ResourceVariable", "Variable"):
+        x.assign(new)
+        return x
+    return new
