@@ -317,52 +317,33 @@ def _when_equal(pairs, values, message):
         return tf.identity(values)
 
 
-class _watching:
-    """Records, while f runs, the variables it reads: trainable floating-point `keras.Variable`s
-    (through Keras) and, as tf.custom_gradient finds them, trainable floating-point `tf.Variable`s
-    (a `tf.Module`'s, or any other) through TensorFlow's variable watcher. `variables()` returns
-    them without duplicates: the keras.Variables in the order of their first read, then the other
-    tf.Variables, with their raw values (for a tf.Variable, itself).
+def _variables_read(rec, watcher, arguments) -> tuple[list, list]:
+    """The variables f read, without duplicates, and their raw values: the trainable
+    floating-point keras.Variables Keras recorded (`rec`), in the order of their first read, then
+    the trainable floating-point tf.Variables (a tf.Module's, or any other) TensorFlow's variable
+    watcher saw, as tf.custom_gradient finds them. A tf.Variable's raw value is itself, and a
+    tf.Variable passed to f as an argument is no hidden read.
 
     >>> import tensorflow as tf
     >>> v = tf.Variable(2.0)
-    >>> with _watching(()) as w:
+    >>> with record.VariableWatcher() as watcher, recording() as rec:
     ...     _ = v * 3.0
-    >>> w.variables()[0] == [v]
+    >>> _variables_read(rec, watcher, ())[0] == [v]
     True
     """
-
-    __slots__ = ("_exclude", "_recording", "_watcher", "recorder")
-
-    def __init__(self, exclude):
-        self._exclude = exclude  # the arguments of f: a tf.Variable passed in is no hidden read
-
-    def __enter__(self) -> "_watching":
-        self._watcher = record.VariableWatcher()
-        self._watcher.__enter__()
-        self._recording = recording()
-        self.recorder = self._recording.__enter__()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._recording.__exit__(*exc_info)
-        self._watcher.__exit__(*exc_info)
-
-    def variables(self) -> tuple[list, list]:
-        rec = self.recorder
-        watched = self._watcher.watched_variables()
-        if not watched:
-            return rec.variables, rec.raw_values
-        variables, values = list(rec.variables), list(rec.raw_values)
-        # a keras.Variable's raw value is the tf.Variable TensorFlow watched
-        known = {id(v) for v in values}
-        known.update(id(leaf) for leaf in self._exclude)
-        for v in watched:  # TensorFlow watches trainable variables only
-            if id(v) not in known and (v.dtype.is_floating or v.dtype.is_complex):
-                known.add(id(v))
-                variables.append(v)
-                values.append(v)
-        return variables, values
+    watched = watcher.watched_variables()
+    if not watched:
+        return rec.variables, rec.raw_values
+    variables, values = list(rec.variables), list(rec.raw_values)
+    # a keras.Variable's raw value is the tf.Variable TensorFlow watched
+    known = {id(v) for v in values}
+    known.update(id(leaf) for leaf in arguments)
+    for v in watched:  # TensorFlow watches trainable variables only
+        if id(v) not in known and (v.dtype.is_floating or v.dtype.is_complex):
+            known.add(id(v))
+            variables.append(v)
+            values.append(v)
+    return variables, values
 
 
 def call(inv):
@@ -393,15 +374,14 @@ def call(inv):
         if composite_inputs:
             tensors = [_with_component(v, t) for v, t in zip(values, tensors)]
         quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-        with _watching(inv.leaves) as watch, quiet:
+        with record.VariableWatcher() as watcher, recording() as rec, quiet:
             out_leaves, grad_fn = inv.run_forward(tensors)
         _refuse_other_composite_outputs(inv, out_leaves)
-        if (watch.recorder.losses_added
-                and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE):
+        if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
             raise _loss_error(inv)
         out_leaves = [tf.convert_to_tensor(_component(o)) for o in out_leaves]
         inv.release()
-        variables, var_values = watch.variables()
+        variables, var_values = _variables_read(rec, watcher, inv.leaves)
 
         def backward(cotangents):
             input_grads, var_grads = inv.run_backward(
@@ -444,17 +424,18 @@ def _tf_grad_fn(backward, var_values):
 def _call_eager(inv, tape_inputs, first_order_only):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
+    if not record.could_possibly_record():  # no tape: nothing to record, no variable to find
+        inv.run_forward(inv.tensor_values)
+        return inv.output
     quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-    with _watching(inv.leaves) as watch, quiet:
+    with record.VariableWatcher() as watcher, recording() as rec, quiet:
         out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
     _refuse_other_composite_outputs(inv, out_leaves)
-    if not record.could_possibly_record():  # no tape: nothing to record
-        return inv.output
     if _has_tangents(tape_inputs):
         _check_linear(inv, grad_fn, out_leaves, concrete=True)
-    if watch.recorder.losses_added and first_order_only:
+    if rec.losses_added and first_order_only:
         raise _loss_error(inv)
-    variables, var_values = watch.variables()
+    variables, var_values = _variables_read(rec, watcher, inv.leaves)
     if not inv.tensor_values and not variables:
         return inv.output  # nothing to differentiate: f's ops stay recorded as they ran
     with record.stop_recording():
@@ -511,12 +492,12 @@ def _call_graph_forward_mode(inv):
 
     @tf.custom_gradient
     def forward(*tensors):
-        with _watching(inv.leaves) as watch:
+        with record.VariableWatcher() as watcher, recording() as rec:
             out_leaves, grad_fn = inv.run_forward(tensors)
-        if watch.recorder.losses_added:
+        if rec.losses_added:
             raise _loss_error(inv)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
-        variables, var_values = watch.variables()
+        variables, var_values = _variables_read(rec, watcher, inv.leaves)
         captured.update(grad_fn=grad_fn, variables=variables, var_values=var_values,
                         out_leaves=out_leaves)
 
