@@ -380,8 +380,8 @@ def call(inv):
         if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
             raise _loss_error(inv)
         out_leaves = [tf.convert_to_tensor(_component(o)) for o in out_leaves]
-        inv.release()
         variables, var_values = _variables_read(rec, watcher, inv.leaves)
+        inv.release()
 
         def backward(cotangents):
             input_grads, var_grads = inv.run_backward(
