@@ -153,8 +153,8 @@ def _refuse_other_composites(inv, leaves, structure, name, what):
             hint = (" (tf.convert_to_tensor makes it dense)"
                     if isinstance(leaf, tf.IndexedSlices) else "")
             raise CustomGradientError(
-                f"customgrad.custom_gradient: {what} `{fn_name(inv.f)}` is a "
-                f"{type(leaf).__name__} at {path}; on tensorflow a custom gradient supports "
+                f"customgrad.custom_gradient: {what} `{fn_name(inv.f)}` is "
+                f"{_tree.describe(leaf)} at {path}; on tensorflow a custom gradient supports "
                 f"{_SUPPORTED} there{hint}.")
 
 
@@ -425,7 +425,7 @@ def _call_eager(inv, tape_inputs, first_order_only):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
     if not record.could_possibly_record():  # no tape: nothing to record, no variable to find
-        inv.run_forward(inv.tensor_values)
+        _refuse_other_composite_outputs(inv, inv.run_forward(inv.tensor_values)[0])
         return inv.output
     quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
     with record.VariableWatcher() as watcher, recording() as rec, quiet:
