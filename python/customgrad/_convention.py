@@ -66,6 +66,7 @@ _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _BY_KEYWORD = ("upstream", "variables")
 # grad_fns with n plain positional parameters (no defaults, *args or keywords), made once
 _PLAIN = tuple(GradSignature(n, n, False, False) for n in range(8))
+_ONE = _PLAIN[1]
 
 
 def inspect_grad_fn(grad_fn) -> GradSignature:
@@ -149,6 +150,8 @@ def upstream_arguments(grad_fn, f, output, upstream):
     Any other signature is a CustomGradientError.
     """
     sig = inspect_grad_fn(grad_fn)
+    if sig is _ONE and not isinstance(output, (list, tuple)):
+        return (upstream,), {}, sig  # `def grad(dy)` on one output: the common case
     if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
         per_output = tuple(upstream)
     else:
