@@ -160,28 +160,40 @@ def _closes_over_tracer(f) -> bool:
     return False
 
 
+class _Inputs:
+    """What a traced call passes to custom_vjp (or custom_jvp): the positional tensor leaves,
+    then every traced floating-point variable value of the stateless scope (`mapping`).
+
+    Tensors passed by keyword are closed over, not inputs: they get no gradient, and where one is
+    differentiated from outside a jit (grad of jit), jax refuses the closed-over value instead of
+    giving it a zero gradient (under jax.grad itself the core refused it)."""
+
+    def __init__(self, inv):
+        self.mapping = mapping = _scope_mapping()
+        candidates = [
+            (key, value) for key, value in (mapping or {}).items()
+            if isinstance(value, jax.core.Tracer) and is_float(value)
+        ]
+        self.tensor_values = list(inv.tensor_values)
+        n_arg_leaves = len(inv._arg_is_tensor)
+        self.positional = [k for k, i in enumerate(inv.tensor_index) if i < n_arg_leaves]
+        self.candidate_ids = [key for key, _ in candidates]
+        self.primals = ([self.tensor_values[k] for k in self.positional]
+                        + [value for _, value in candidates])
+        self.traced = _closes_over_tracer(inv.f) or any(
+            isinstance(p, jax.core.Tracer) for p in self.primals + self.tensor_values)
+
+
 def call(inv):
-    mapping = _scope_mapping()
-    # every traced floating-point variable value of the scope is an explicit input
-    candidates = [
-        (key, value) for key, value in (mapping or {}).items()
-        if isinstance(value, jax.core.Tracer) and is_float(value)
-    ]
-    # Tensors passed by keyword are closed over, not custom_vjp inputs: they get no gradient, and
-    # where one is differentiated from outside a jit (grad of jit), jax refuses the closed-over
-    # value instead of giving it a zero gradient (under jax.grad itself the core refused it)
-    tensor_values = list(inv.tensor_values)
-    n_arg_leaves = len(inv._arg_is_tensor)
-    positional = [k for k, i in enumerate(inv.tensor_index) if i < n_arg_leaves]
-    n_inputs = len(positional)
-    candidate_ids = [key for key, _ in candidates]
-    primals = [tensor_values[k] for k in positional] + [value for _, value in candidates]
-    traced = any(isinstance(p, jax.core.Tracer) for p in primals + tensor_values)
-    if not traced and not _closes_over_tracer(inv.f):
+    inputs = _Inputs(inv)
+    if not inputs.traced:
         # Concrete arrays: no transformation is tracing this call, so no gradient can be asked
         # of it. Run f directly (faster, and its exceptions reach the caller untouched).
         inv.run_forward(inv.tensor_values)
         return inv.output
+    mapping, tensor_values, positional = inputs.mapping, inputs.tensor_values, inputs.positional
+    candidate_ids, primals = inputs.candidate_ids, inputs.primals
+    n_inputs = len(positional)
 
     primal_specs = [spec(p) for p in primals]
 
@@ -304,21 +316,13 @@ def call_forward_mode(inv):
     v). jax then takes reverse mode by transposing that rule, which gives back grad_fn's own
     computation: same values, so jax.grad, jax.jvp, jacfwd, jacrev and hessian all use grad_fn.
     (jax allows custom_vjp or custom_jvp on one function, not both: hence the opt-in.)"""
-    mapping = _scope_mapping()
-    candidates = [
-        (key, value) for key, value in (mapping or {}).items()
-        if isinstance(value, jax.core.Tracer) and is_float(value)
-    ]
-    tensor_values = list(inv.tensor_values)
-    n_arg_leaves = len(inv._arg_is_tensor)
-    positional = [k for k, i in enumerate(inv.tensor_index) if i < n_arg_leaves]
-    n_inputs = len(positional)
-    candidate_ids = [key for key, _ in candidates]
-    primals = [tensor_values[k] for k in positional] + [value for _, value in candidates]
-    traced = any(isinstance(p, jax.core.Tracer) for p in primals + tensor_values)
-    if not traced and not _closes_over_tracer(inv.f):
+    inputs = _Inputs(inv)
+    if not inputs.traced:
         inv.run_forward(inv.tensor_values)  # nothing can differentiate this call
         return inv.output
+    mapping, tensor_values, positional = inputs.mapping, inputs.tensor_values, inputs.positional
+    candidate_ids, primals = inputs.candidate_ids, inputs.primals
+    n_inputs = len(positional)
     primal_specs = [spec(p) for p in primals]
 
     def forward(primals):
