@@ -15,12 +15,8 @@
 #' value of `KERAS_BACKEND` when Python starts (`"jax"`, `"tensorflow"` or `"torch"`).
 #'
 #' @section Errors:
-#' Errors are conditions of class `customgrad_error` with a specific subclass:
-#' `customgrad_axis_error`, `customgrad_type_error`, `customgrad_conversion_error`,
-#' `customgrad_argnums_error`, `customgrad_custom_gradient_error`,
-#' `customgrad_gradient_check_error`, `customgrad_python_missing`, and
-#' `customgrad_python_error` for errors raised in Python (its message is kept, also in the
-#' field `python_message`).
+#' Errors are conditions of class `customgrad_error` and of a class `customgrad_error_<what>`;
+#' [customgrad_errors] lists them.
 #'
 #' @keywords internal
 "_PACKAGE"

@@ -30,21 +30,25 @@ find_python <- function() {
   NULL
 }
 
-configure_python <- function() {
+configure_python <- function(call = caller_env()) {
   if (reticulate::py_available(initialize = FALSE)) return(invisible(TRUE))
   python <- find_python()
   if (is.null(python) || !file.exists(python)) {
-    cg_abort(
-      c("customgrad needs Python with keras and customgrad installed.",
-        x = "No Python interpreter was found.",
-        i = "Set {.envvar CUSTOMGRAD_PYTHON} to the project's {.path .venv/bin/python}."),
-      "customgrad_python_missing", call = NULL
-    )
+    python_missing_error(call)
   }
   Sys.setenv(RETICULATE_PYTHON = python)
   if (!nzchar(Sys.getenv("TF_CPP_MIN_LOG_LEVEL"))) Sys.setenv(TF_CPP_MIN_LOG_LEVEL = "2")
   reticulate::use_python(python, required = TRUE)
   invisible(TRUE)
+}
+
+python_missing_error <- function(call = caller_env()) {
+  cg_abort(
+    c("customgrad needs Python with keras, a backend and the customgrad Python package.",
+      x = "No Python interpreter was found.",
+      i = "Run {.run customgrad::install_customgrad()} to create one, or set {.envvar CUSTOMGRAD_PYTHON} to a Python that has them."),
+    "python_missing", call = call
+  )
 }
 
 #' Is Python with customgrad available?
