@@ -154,6 +154,9 @@ r_terms <- function(msg) {
              "customgrad.custom_gradient" = "op_custom_gradient()",
              "customgrad.grad" = "op_grad()", "customgrad.vjp" = "op_vjp()")
   for (py in names(names)) msg <- gsub(paste0(py, "(\\(\\))?"), names[[py]], msg)
+  msg <- gsub_fn(msg, "customgrad\\.layers\\.[A-Za-z]+", function(m) {
+    paste0("layer_", snake_case(sub("customgrad.layers.", "", m, fixed = TRUE)), "()")
+  })
   # the R grad function, which the glue names "<f>.grad"
   msg <- gsub("grad_fn `([A-Za-z0-9._]+)\\.grad` of `\\1`", "the grad function of `\\1()`", msg)
   msg <- gsub("\\bgrad_fn\\b", "the grad function", msg)
