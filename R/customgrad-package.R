@@ -10,7 +10,8 @@
 #'
 #' @section Python and the backend:
 #' The package uses the Python named by `CUSTOMGRAD_PYTHON`, else `RETICULATE_PYTHON`, else the
-#' first `.venv/bin/python` found above the working directory or the installed package. Loading
+#' first `.venv/bin/python` found above the working directory or the installed package, else
+#' the environment [install_customgrad()] creates. Loading
 #' the package does not start Python; the first call that needs it does. The backend is the
 #' value of `KERAS_BACKEND` when Python starts (`"jax"`, `"tensorflow"` or `"torch"`).
 #'

@@ -6,17 +6,17 @@
 #'
 #' The Python interpreter is, in order: the environment variable `CUSTOMGRAD_PYTHON`; an already
 #' set `RETICULATE_PYTHON`; the first `.venv/bin/python` found in the working directory, the
-#' package's installation directory or one of their parents.
+#' package's installation directory or one of their parents; the environment made by
+#' [install_customgrad()] (`r-customgrad` under [reticulate::virtualenv_root()]).
 #'
 #' @return The path of the Python interpreter, or `NULL` if none was found.
 #' @keywords internal
 #' @noRd
-find_python <- function() {
+find_python <- function(starts = c(getwd(), system.file(package = "customgrad"))) {
   env <- Sys.getenv("CUSTOMGRAD_PYTHON", "")
   if (nzchar(env)) return(env)
   env <- Sys.getenv("RETICULATE_PYTHON", "")
   if (nzchar(env)) return(env)
-  starts <- c(getwd(), system.file(package = "customgrad"))
   for (start in starts[nzchar(starts)]) {
     dir <- normalizePath(start, mustWork = FALSE)
     repeat {
@@ -27,6 +27,8 @@ find_python <- function() {
       dir <- parent
     }
   }
+  installed <- file.path(env_path("r-customgrad"), "bin", "python")
+  if (file.exists(installed)) return(installed)
   NULL
 }
 
