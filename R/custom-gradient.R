@@ -129,16 +129,33 @@ count_outputs <- function(output) {
 #   a formal named `upstream`                      -> also the whole upstream by name
 #   anything else                                  -> customgrad_error_grad_fn_arity
 grad_plan <- function(grad, n_outputs, fname, call) {
-  formal_list <- formals(grad)
-  formal_names <- names(formal_list) %||% character()
+  formal_names <- names(formals(grad))
+  # the common one-argument grad functions, decided without the general rule (this runs in
+  # every eager forward)
+  if (length(formal_names) == 1L) {
+    mode <- switch(formal_names,
+      "..." = "per_output",
+      upstream = "none",
+      variables = "error",
+      if (n_outputs == 1L) "per_output" else "whole"
+    )
+    if (mode != "error") {
+      return(list(mode = mode, by_name = formal_names == "upstream",
+                  takes_variables = formal_names == "...", formal_names = formal_names))
+    }
+  }
+  formal_names <- formal_names %||% character()
   has_dots <- "..." %in% formal_names
   by_name <- "upstream" %in% formal_names
-  takes_variables <- "variables" %in% formal_names || has_dots
-  positional <- setdiff(formal_names, c("...", "upstream", "variables"))
+  if (has_dots) {
+    return(list(mode = "per_output", by_name = by_name, takes_variables = TRUE,
+                formal_names = formal_names))
+  }
+  formal_list <- formals(grad)
+  takes_variables <- "variables" %in% formal_names
+  positional <- formal_names[!formal_names %in% c("...", "upstream", "variables")]
   required <- positional[vapply(formal_list[positional], is_missing_default, logical(1))]
-  mode <- if (has_dots) {
-    "per_output"
-  } else if (!length(positional) && by_name) {
+  mode <- if (!length(positional) && by_name) {
     "none"
   } else if (length(positional) == 1L) {
     if (n_outputs == 1L) "per_output" else "whole"

@@ -39,6 +39,24 @@ def _run(cmd: list, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def _package_source(dest: Path) -> Path:
+    """The files R CMD build needs, copied to `dest`: what git tracks or would track (so not the
+    multi-GB .venv or the .Rlib, which R CMD build would copy before applying .Rbuildignore),
+    plus the shipped Python package in inst/python/dist (made by setup, ignored by git)."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
+    files += [str(p.relative_to(ROOT)) for p in (ROOT / "inst" / "python" / "dist").glob("*")]
+    src = dest / "customgrad"
+    for name in filter(None, files):
+        if name.startswith(("python/", "tests/python/", "bench/", "tools/")) or name == ".venv":
+            continue  # Rbuildignored anyway
+        if not (ROOT / name).is_file():
+            continue  # deleted in the working tree
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, src / name)
+    return src
+
+
 def test_r_cmd_check_runs_every_test_with_python(tmp_path):
     if shutil.which("R") is None:
         pytest.fail("R is not installed; run `make setup` (installs R from Debian)")
@@ -46,7 +64,8 @@ def test_r_cmd_check_runs_every_test_with_python(tmp_path):
                            text=True, timeout=900)
     assert setup.returncode == 0, f"scripts/setup.sh failed:\n{setup.stdout}\n{setup.stderr}"
 
-    build = _run(["R", "CMD", "build", "--no-build-vignettes", "--no-manual", str(ROOT)],
+    src = _package_source(tmp_path / "src")
+    build = _run(["R", "CMD", "build", "--no-build-vignettes", "--no-manual", str(src)],
                  tmp_path, 300)
     assert build.returncode == 0, f"R CMD build failed:\n{build.stdout}\n{build.stderr}"
     tarballs = list(tmp_path.glob("customgrad_*.tar.gz"))
