@@ -28,6 +28,7 @@ def _env() -> dict:
     env["CUSTOMGRAD_PYTHON"] = str(Path(os.path.realpath(ROOT / ".venv")) / "bin" / "python")
     env["KERAS_BACKEND"] = BACKEND
     env["NOT_CRAN"] = "true"  # testthat's snapshot tests run only then
+    env["CUSTOMGRAD_SOURCE"] = str(ROOT)  # for the test that regenerates R/ops-generated.R
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.pop("RETICULATE_PYTHON", None)
     env.pop("R_LIBS", None)
