@@ -105,8 +105,10 @@ in_callback <- function(expr) {
 # Evaluates a Python call; customgrad errors from callbacks are re-signalled as they were, other R
 # errors from callbacks become `customgrad_error_callback` (original kept in `r_error`), Python
 # errors become `customgrad_error_python` conditions carrying Python's message in R terms.
-# `fn` is the name of the R function the user called; `call` what the error reports it as.
-with_py_errors <- function(expr, fn, call = caller_env()) {
+# `fn` is the name of the R function the user called; the error reports `call`, by default
+# `fn()`. (Not `call = caller_env()`: that promise, made by every op call, kept R memory alive
+# per call under jax once a model had been trained.)
+with_py_errors <- function(expr, fn, call = NULL) {
   if (!is.null(.cg$callback_error)) .cg$callback_error <- NULL
   # A calling handler rather than tryCatch(): this wraps every op call, and it costs less.
   # py_error() always signals an error of its own, so the handler never returns.
@@ -114,6 +116,7 @@ with_py_errors <- function(expr, fn, call = caller_env()) {
 }
 
 py_error <- function(e, fn, call = NULL) {
+  call <- call %||% as.call(list(as.name(fn)))
   inner <- .cg$callback_error
   .cg$callback_error <- NULL
   if (!is.null(inner)) {

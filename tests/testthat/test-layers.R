@@ -1,6 +1,6 @@
 # The R constructors of customgrad.layers: keras3's layer convention (no object -> the layer; a
 # Sequential model -> the model with the layer added; a tensor -> the layer applied), the
-# gradients they define, and a model that trains with fit() from R.
+# gradients they define (training with fit() is in test-training.R).
 
 grad_through <- function(layer, x, w = c(1, 2, 3)) {
   op_grad(function(x) op_sum(layer(x) * w))(x)
@@ -61,27 +61,4 @@ test_that("bad layer arguments are classed errors naming the argument", {
   err <- tryCatch(layer_clip_gradient(max_norm = -1), error = identity)
   expect_match(conditionMessage(err), "layer_clip_gradient()", fixed = TRUE)
   expect_no_match(conditionMessage(err), "customgrad.layers", fixed = TRUE)
-})
-
-test_that("a gradient-reversal model built in R trains with fit()", {
-  skip_without_python()
-  keras <- customgrad:::py_mod("keras")
-  keras$utils$set_random_seed(1L)
-  n <- 64L
-  x <- matrix(seq(-1, 1, length.out = n * 2), n, 2)
-  y <- x[, 1] - x[, 2]
-  inputs <- keras$Input(shape = list(2L))
-  features <- keras$layers$Dense(4L, name = "features")(inputs)
-  reversed <- features |> layer_gradient_reversal(scale = 1)
-  output <- keras$layers$Dense(1L)(reversed)
-  model <- keras$Model(inputs, output)
-  model$compile(optimizer = keras$optimizers$SGD(0.01), loss = "mse")
-  history <- model$fit(op_convert_to_tensor(x), op_convert_to_tensor(matrix(y)), epochs = 2L,
-                       batch_size = 16L, verbose = 0L)
-  loss <- unlist(history$history$loss)
-  expect_length(loss, 2L)
-  expect_true(all(is.finite(loss)))
-  # the layer sits in the model and is the customgrad class
-  classes <- vapply(model$layers, function(l) class(l)[[1]], "")
-  expect_true("customgrad.layers.GradientReversal" %in% classes)
 })
