@@ -1,22 +1,22 @@
 # The R face of customgrad.grad / value_and_grad / vjp / check_gradients (1-based argnums).
 
-r_fn_to_py <- function(f, what) {
+r_fn_to_py <- function(f, what, call = caller_env()) {
   if (!is.function(f)) {
-    cg_abort(c("{.fn {what}} needs a function.", x = "Received {describe_value(f)}."),
-             "customgrad_type_error", call = NULL)
+    cg_abort(c("{.arg f} must be a function.", x = "{.fn {what}} received {describe_value(f)}."),
+             "type", call = call)
   }
   if (inherits(f, "customgrad_function")) return(attr(f, "python_function")())
   force(f)
   function(...) in_callback(to_py_tree(f(...)))
 }
 
-as_argnums <- function(argnums, what) {
+as_argnums <- function(argnums, what, call = caller_env()) {
   if (!is.numeric(argnums) || !length(argnums) || anyNA(argnums) ||
       any(argnums != round(argnums)) || any(argnums < 1)) {
     cg_abort(
-      c("{.fn {what}}: {.arg argnums} must be positive whole numbers (1-based).",
-        x = "Received {describe_value(argnums)}{if (is.numeric(argnums)) paste0(': ', paste(argnums, collapse = ', ')) else ''}."),
-      "customgrad_argnums_error", call = NULL
+      c("{.arg argnums} must be positive whole numbers (1-based).",
+        x = "{.fn {what}} received {describe_value(argnums)}{if (is.numeric(argnums)) paste0(': ', paste(argnums, collapse = ', ')) else ''}."),
+      "argnums", call = call
     )
   }
   argnums <- as.integer(argnums) - 1L
@@ -75,7 +75,8 @@ op_grad <- function(f, argnums = 1L, has_aux = FALSE) {
   pyf <- r_fn_to_py(f, "op_grad")
   nums <- as_argnums(argnums, "op_grad")
   g <- with_py_errors(py_mod("customgrad")$grad(pyf, argnums = nums, has_aux = has_aux), "op_grad")
-  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_grad")
+  user_call <- quote(op_grad())
+  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_grad", user_call)
 }
 
 #' @rdname op_grad
@@ -85,7 +86,8 @@ op_value_and_grad <- function(f, argnums = 1L, has_aux = FALSE) {
   nums <- as_argnums(argnums, "op_value_and_grad")
   g <- with_py_errors(py_mod("customgrad")$value_and_grad(pyf, argnums = nums, has_aux = has_aux),
                       "op_value_and_grad")
-  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_value_and_grad")
+  user_call <- quote(op_value_and_grad())
+  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_value_and_grad", user_call)
 }
 
 #' @rdname op_grad
@@ -97,7 +99,7 @@ op_vjp <- function(f, ...) {
                         "op_vjp")
   vjp_fn <- res[[2]]
   list(res[[1]], function(cotangents) {
-    with_py_errors(vjp_fn(to_py_tree(cotangents)), "op_vjp")
+    with_py_errors(vjp_fn(to_py_tree(cotangents)), "op_vjp", quote(op_vjp()))
   })
 }
 
@@ -106,7 +108,7 @@ op_vjp <- function(f, ...) {
 #' The R face of Python's `customgrad.check_gradients`: compares the gradient autodiff uses for
 #' `f` (its custom gradient, if it has one) with float64 central finite differences of `f`
 #' (or, with `against = "autodiff"`, with plain autodiff of its forward). A wrong gradient raises
-#' an error of class `customgrad_gradient_check_error` (unless `raise_on_failure = FALSE`) whose
+#' an error of class `customgrad_error_gradient_check` (unless `raise_on_failure = FALSE`) whose
 #' message names the failing check.
 #'
 #' @param f The function to check, e.g. made by [op_custom_gradient()].
@@ -130,13 +132,14 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
                                directions = 2L, seed = 0L, raise_on_failure = TRUE) {
   against <- match.arg(against)
   if (!order %in% c(1, 2)) {
-    cg_abort(c("{.fn op_check_gradients}: {.arg order} must be 1 or 2.", x = "Received {order}."),
-             "customgrad_argument_error")
+    cg_abort(c("{.arg order} must be 1 or 2.", x = "Received {order}."), "argument")
   }
   cg <- py_mod("customgrad")
   if (!reticulate::py_has_attr(cg, "check_gradients")) {
-    cg_abort("{.fn op_check_gradients} needs {.code customgrad.check_gradients} in Python, which this customgrad does not have.",
-             "customgrad_python_missing")
+    cg_abort(c("The Python package customgrad must provide {.code check_gradients}.",
+               x = "The installed one does not; it is older than this R package.",
+               i = "Run {.run customgrad::install_customgrad()} to install the matching version."),
+             "python_missing")
   }
   pyf <- if (is.function(f)) r_fn_to_py(f, "op_check_gradients") else f
   args <- c(list(pyf), call_args(..., .f = f))
@@ -145,7 +148,7 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
                  atol = atol, rtol = rtol, eps = eps, raise_on_failure = FALSE)
   report <- with_py_errors(do.call(cg$check_gradients, c(args, kwargs)), "op_check_gradients")
   checks <- lapply(report$checks, function(ch) {
-    data.frame(name = ch$name, where = ch$where, error = ch$error, allowed = ch$allowed,
+    data.frame(name = ch$name, where = r_path(ch$where), error = ch$error, allowed = ch$allowed,
                passed = isTRUE(ch$passed), stringsAsFactors = FALSE)
   })
   checks <- if (length(checks)) do.call(rbind, checks) else
@@ -158,10 +161,10 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
   if (raise_on_failure && !out$passed) {
     first <- checks[!checks$passed, , drop = FALSE][1, ]
     cg_abort(
-      c("{.fn op_check_gradients}: the gradient is wrong.",
-        x = "{first$name} failed at {first$where}: error {signif(first$error, 4)} > allowed {signif(first$allowed, 4)} ({sum(!checks$passed)} of {nrow(checks)} checks failed).",
-        i = "Expected the gradient to match {if (against == 'autodiff') 'plain autodiff' else 'float64 finite differences'} of the function."),
-      "customgrad_gradient_check_error", report = out, call = NULL
+      c("The gradient of {.arg f} must match {if (against == 'autodiff') 'plain autodiff' else 'float64 finite differences'}.",
+        x = "{first$name} failed at {.code {first$where}}: error {signif(first$error, 4)} > allowed {signif(first$allowed, 4)} ({sum(!checks$passed)} of {nrow(checks)} checks failed).",
+        i = "Call with {.code raise_on_failure = FALSE} to get the whole report."),
+      "gradient_check", report = out
     )
   }
   invisible(out)

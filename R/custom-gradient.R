@@ -5,12 +5,18 @@
 #' `torch` autograd, `fit()`) then uses `grad` instead of differentiating `f`. This is the R face of
 #' Python's `customgrad.custom_gradient`, so it behaves the same on every backend.
 #'
-#' The grad function receives the upstream gradient (one per output; for a list or tuple output one
-#' per element) and may be written in any of these ways:
-#' * `function(upstream)` or `function(dy)`: the upstream gradient(s) positionally;
-#' * `function(..., upstream = NULL)` with `upstream <- upstream %||% ..1`, or
-#'   `\(..., upstream)`: the upstream gradients positionally *and* as `upstream =` (the whole
-#'   upstream structure: a tensor for a single output, a list for several).
+#' The grad function receives the upstream gradient by one rule, the same as in Python:
+#' * exactly one positional argument (`function(dy)`): the whole upstream, in the structure of the
+#'   output (a tensor for a single output, a list for a list or tuple output of several
+#'   elements, as `jax.custom_gradient` passes it);
+#' * `...` (`function(...)`) or one argument per output (`function(dy1, dy2)`): one upstream per
+#'   output, positionally (as `tf.custom_gradient` passes them);
+#' * an argument named `upstream` (`function(upstream)`, `function(..., upstream)`): the whole upstream
+#'   by name, and with `...` also one per output positionally. `function(..., upstream = NULL)`
+#'   with `upstream <- upstream \%||\% ..1` works both ways.
+#'
+#' Any other grad function (`function()`, or more required arguments than outputs) is an error of
+#' class `customgrad_error_grad_fn_arity` that names it and says what it would be called with.
 #'
 #' It returns the gradient with respect to each argument of `f`: a single tensor when `f` takes one
 #' argument, else a list with one entry per argument (named lists for named-list arguments).
@@ -37,28 +43,34 @@
 op_custom_gradient <- function(f) {
   if (!is.function(f)) {
     cg_abort(
-      c("{.fn op_custom_gradient} needs a function {.code f(...)} returning {.code tuple(output, grad)}.",
+      c("{.arg f} must be a function returning {.code tuple(output, grad)}.",
         x = "Received {describe_value(f)}."),
-      "customgrad_type_error"
+      "type"
     )
   }
   force(f)
   fname <- paste(deparse(substitute(f), width.cutoff = 60L)[[1]], collapse = "")
   if (!grepl("^[A-Za-z._][A-Za-z0-9._]*$", fname)) fname <- "f"
 
+  user_call <- as.call(list(as.name(fname)))
   forward <- function(...) in_callback({
     res <- f(...)
-    pair <- split_output_grad(res)
+    pair <- split_output_grad(res, user_call)
+    output <- pair[[1]]
     grad <- pair[[2]]
-    wants_upstream <- is.function(grad) && "upstream" %in% names(formals(grad))
-    list(to_py_tree(pair[[1]]), grad_caller(grad), wants_upstream)
+    if (is_py_object(grad)) {
+      return(list(to_py_tree(output), py_grad_caller(grad), FALSE))
+    }
+    plan <- grad_plan(grad, count_outputs(output), fname, user_call)
+    list(to_py_tree(output), grad_caller(grad, plan, user_call), plan$by_name)
   })
 
   decorated <- NULL
   python_function <- function() {
     if (is.null(decorated)) {
       decorated <<- with_py_errors(
-        py_mod("glue")$custom_gradient(forward, name = fname), "op_custom_gradient"
+        py_mod("glue")$custom_gradient(forward, name = fname), "op_custom_gradient",
+        call = user_call
       )
     }
     decorated
@@ -79,7 +91,7 @@ print.customgrad_function <- function(x, ...) {
   invisible(x)
 }
 
-split_output_grad <- function(res) {
+split_output_grad <- function(res, call) {
   if (is_py_object(res) && inherits(res, "python.builtin.tuple")) {
     res <- list(reticulate::py_get_item(res, 0L), reticulate::py_get_item(res, 1L))
   }
@@ -87,7 +99,7 @@ split_output_grad <- function(res) {
     cg_abort(
       c("The function given to {.fn op_custom_gradient} must return {.code tuple(output, grad)}.",
         x = "It returned {describe_value(res)}."),
-      "customgrad_custom_gradient_error", call = NULL
+      "custom_gradient", call = call
     )
   }
   grad <- res[[2]]
@@ -95,44 +107,109 @@ split_output_grad <- function(res) {
     cg_abort(
       c("The second element returned by the function given to {.fn op_custom_gradient} must be the grad function.",
         x = "It is {describe_value(grad)}."),
-      "customgrad_custom_gradient_error", call = NULL
+      "custom_gradient", call = call
     )
   }
   res
 }
 
-# How to call the user's grad function, from its R formals:
-#   ... and upstream -> upstreams positionally and upstream = (the whole upstream structure)
-#   upstream only    -> upstream = (the whole upstream structure)
-#   anything else    -> upstreams positionally (function(dy), function(dy1, dy2), function(...))
-# variables = is passed when the forward read trainable variables.
-grad_caller <- function(grad) {
-  force(grad)
-  if (is_py_object(grad)) {
-    return(function(upstreams, upstream, variables) in_callback({
-      args <- if (is.null(variables)) upstreams else c(upstreams, list(variables = variables))
-      to_py_tree(do.call(grad, args))
-    }))
+# How many upstream gradients arrive positionally: one per element of an unnamed list or tuple
+# output (Python receives those as a list or tuple), else one.
+count_outputs <- function(output) {
+  if (is.list(output) && is.null(names(output))) return(length(output))
+  if (inherits(output, c("python.builtin.tuple", "python.builtin.list"))) {
+    return(reticulate::py_len(output))
   }
-  formal_names <- names(formals(grad)) %||% character()
+  1L
+}
+
+# The one upstream rule, read from the grad function's R formals (`variables` aside):
+#   exactly one positional formal (not `upstream`) -> the whole upstream (a list for n > 1 outputs)
+#   `...`, or as many positional formals as outputs -> one upstream per output
+#   a formal named `upstream`                      -> also the whole upstream by name
+#   anything else                                  -> customgrad_error_grad_fn_arity
+grad_plan <- function(grad, n_outputs, fname, call) {
+  formal_names <- names(formals(grad))
+  # the common one-argument grad functions, decided without the general rule (this runs in
+  # every eager forward)
+  if (length(formal_names) == 1L) {
+    mode <- switch(formal_names,
+      "..." = "per_output",
+      upstream = "none",
+      variables = "error",
+      if (n_outputs == 1L) "per_output" else "whole"
+    )
+    if (mode != "error") {
+      return(list(mode = mode, by_name = formal_names == "upstream",
+                  takes_variables = formal_names == "...", formal_names = formal_names))
+    }
+  }
+  formal_names <- formal_names %||% character()
   has_dots <- "..." %in% formal_names
-  has_upstream <- "upstream" %in% formal_names
-  takes_variables <- "variables" %in% formal_names || has_dots
+  by_name <- "upstream" %in% formal_names
+  if (has_dots) {
+    return(list(mode = "per_output", by_name = by_name, takes_variables = TRUE,
+                formal_names = formal_names))
+  }
+  formal_list <- formals(grad)
+  takes_variables <- "variables" %in% formal_names
+  positional <- formal_names[!formal_names %in% c("...", "upstream", "variables")]
+  required <- positional[vapply(formal_list[positional], is_missing_default, logical(1))]
+  mode <- if (!length(positional) && by_name) {
+    "none"
+  } else if (length(positional) == 1L) {
+    if (n_outputs == 1L) "per_output" else "whole"
+  } else if (length(positional) && length(required) <= n_outputs &&
+             n_outputs <= length(positional)) {
+    "per_output"
+  } else {
+    "error"
+  }
+  if (mode == "error") {
+    signature <- paste0("function(", paste(formal_names, collapse = ", "), ")")
+    outputs <- if (n_outputs == 1L) "a single output" else sprintf("%d outputs", n_outputs)
+    cg_abort(
+      c("The grad function of {.fn {fname}} must take the upstream gradient.",
+        x = "It is {.code {signature}}; {.fn {fname}} has {outputs}, so it would be called with {n_outputs} upstream gradient{?s} positionally.",
+        i = "Write {.code function(dy)} (the whole upstream), {.code function(...)} or one argument per output (one upstream each), or {.code function(upstream)} (by name)."),
+      "grad_fn_arity", call = call, grad_fn = grad, n_outputs = n_outputs
+    )
+  }
+  list(mode = mode, by_name = by_name, takes_variables = takes_variables,
+       formal_names = formal_names)
+}
+
+is_missing_default <- function(x) identical(x, quote(expr = ))
+
+# Calls a grad function written in Python (a reticulate callable) positionally.
+py_grad_caller <- function(grad) {
+  force(grad)
+  function(upstreams, upstream, variables) in_callback({
+    args <- if (is.null(variables)) upstreams else c(upstreams, list(variables = variables))
+    to_py_tree(do.call(grad, args))
+  })
+}
+
+# How to call the user's R grad function, following its plan (see grad_plan()). `variables =` is
+# passed when the forward read trainable variables.
+grad_caller <- function(grad, plan, call) {
+  force(grad)
+  mode <- plan$mode
+  by_name <- plan$by_name
   function(upstreams, upstream, variables) in_callback({
     upstreams <- as.list(upstreams)
-    args <- if (has_upstream && has_dots) {
-      c(upstreams, list(upstream = upstream))
-    } else if (has_upstream) {
-      list(upstream = upstream)
-    } else {
-      upstreams
-    }
+    args <- switch(mode,
+      per_output = upstreams,
+      whole = list(upstreams),
+      none = list()
+    )
+    if (by_name) args$upstream <- upstream
     if (length(variables)) {
-      if (!takes_variables) {
+      if (!plan$takes_variables) {
         cg_abort(
           c("The forward of this custom gradient read {length(variables)} trainable variable{?s}, so its grad function must take {.arg variables} and return {.code list(grad_args, grad_variables)}.",
-            x = "The grad function has arguments {.arg {formal_names}}."),
-          "customgrad_custom_gradient_error", call = NULL
+            x = "The grad function has arguments {.arg {plan$formal_names}}."),
+          "custom_gradient", call = call
         )
       }
       args$variables <- variables

@@ -10,17 +10,14 @@
 #'
 #' @section Python and the backend:
 #' The package uses the Python named by `CUSTOMGRAD_PYTHON`, else `RETICULATE_PYTHON`, else the
-#' first `.venv/bin/python` found above the working directory or the installed package. Loading
+#' first `.venv/bin/python` found above the working directory or the installed package, else
+#' the environment [install_customgrad()] creates. Loading
 #' the package does not start Python; the first call that needs it does. The backend is the
 #' value of `KERAS_BACKEND` when Python starts (`"jax"`, `"tensorflow"` or `"torch"`).
 #'
 #' @section Errors:
-#' Errors are conditions of class `customgrad_error` with a specific subclass:
-#' `customgrad_axis_error`, `customgrad_type_error`, `customgrad_conversion_error`,
-#' `customgrad_argnums_error`, `customgrad_custom_gradient_error`,
-#' `customgrad_gradient_check_error`, `customgrad_python_missing`, and
-#' `customgrad_python_error` for errors raised in Python (its message is kept, also in the
-#' field `python_message`).
+#' Errors are conditions of class `customgrad_error` and of a class `customgrad_error_<what>`;
+#' [customgrad_errors] lists them.
 #'
 #' @keywords internal
 "_PACKAGE"

@@ -6,17 +6,17 @@
 #'
 #' The Python interpreter is, in order: the environment variable `CUSTOMGRAD_PYTHON`; an already
 #' set `RETICULATE_PYTHON`; the first `.venv/bin/python` found in the working directory, the
-#' package's installation directory or one of their parents.
+#' package's installation directory or one of their parents; the environment made by
+#' [install_customgrad()] (`r-customgrad` under [reticulate::virtualenv_root()]).
 #'
 #' @return The path of the Python interpreter, or `NULL` if none was found.
 #' @keywords internal
 #' @noRd
-find_python <- function() {
+find_python <- function(starts = c(getwd(), system.file(package = "customgrad"))) {
   env <- Sys.getenv("CUSTOMGRAD_PYTHON", "")
   if (nzchar(env)) return(env)
   env <- Sys.getenv("RETICULATE_PYTHON", "")
   if (nzchar(env)) return(env)
-  starts <- c(getwd(), system.file(package = "customgrad"))
   for (start in starts[nzchar(starts)]) {
     dir <- normalizePath(start, mustWork = FALSE)
     repeat {
@@ -27,24 +27,30 @@ find_python <- function() {
       dir <- parent
     }
   }
+  installed <- file.path(env_path("r-customgrad"), "bin", "python")
+  if (file.exists(installed)) return(installed)
   NULL
 }
 
-configure_python <- function() {
+configure_python <- function(call = caller_env()) {
   if (reticulate::py_available(initialize = FALSE)) return(invisible(TRUE))
   python <- find_python()
   if (is.null(python) || !file.exists(python)) {
-    cg_abort(
-      c("customgrad needs Python with keras and customgrad installed.",
-        x = "No Python interpreter was found.",
-        i = "Set {.envvar CUSTOMGRAD_PYTHON} to the project's {.path .venv/bin/python}."),
-      "customgrad_python_missing", call = NULL
-    )
+    python_missing_error(call)
   }
   Sys.setenv(RETICULATE_PYTHON = python)
   if (!nzchar(Sys.getenv("TF_CPP_MIN_LOG_LEVEL"))) Sys.setenv(TF_CPP_MIN_LOG_LEVEL = "2")
   reticulate::use_python(python, required = TRUE)
   invisible(TRUE)
+}
+
+python_missing_error <- function(call = caller_env()) {
+  cg_abort(
+    c("customgrad needs Python with keras, a backend and the customgrad Python package.",
+      x = "No Python interpreter was found.",
+      i = "Run {.run customgrad::install_customgrad()} to create one, or set {.envvar CUSTOMGRAD_PYTHON} to a Python that has them."),
+    "python_missing", call = call
+  )
 }
 
 #' Is Python with customgrad available?

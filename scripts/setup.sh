@@ -22,7 +22,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 # --- R: Debian's R and the r-cran-* packages the R package needs (CRAN is not reachable) ---
-r_pkgs="r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang r-cran-roxygen2 pandoc"
+r_pkgs="r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang r-cran-roxygen2 r-cran-jsonlite pandoc"
 missing=""
 for p in $r_pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -38,8 +38,11 @@ fi
 if [ -f DESCRIPTION ]; then
   mkdir -p .Rlib
   rstamp=.Rlib/.customgrad-setup
-  rwant=$(cat DESCRIPTION NAMESPACE R/*.R inst/python/*.py 2>/dev/null | sha256sum | cut -d' ' -f1)
-  if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ]; then
+  rwant=$(cat DESCRIPTION NAMESPACE R/*.R inst/python/*.py $(find python/customgrad -name '*.py' | sort) requirements.txt \
+    2>/dev/null | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ] || ! ls inst/python/dist/*.whl >/dev/null 2>&1; then
+    # the Python package ships inside the R package (for install_customgrad())
+    bash scripts/ship_python.sh
     R CMD INSTALL --no-test-load --library=.Rlib . >/tmp/customgrad-r-install.log 2>&1 \
       || { cat /tmp/customgrad-r-install.log >&2; echo "setup: R CMD INSTALL failed" >&2; exit 1; }
     echo "$rwant" > "$rstamp"

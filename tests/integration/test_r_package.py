@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ["jax", "tensorflow", "torch"]
-VIGNETTES = ["getting-started", "checking-gradients"]
+VIGNETTES = ["getting-started", "checking-gradients", "gradient-reversal"]
 R_TIMEOUT = 300
 
 RUN_TESTS = r"""
@@ -68,6 +68,7 @@ def _env(backend: str) -> dict:
     lib = str(ROOT / ".Rlib")
     env["R_LIBS"] = lib + (os.pathsep + env["R_LIBS"] if env.get("R_LIBS") else "")
     env["KERAS_BACKEND"] = backend
+    env["NOT_CRAN"] = "true"  # testthat runs its snapshot tests (expect_snapshot) only then
     env["CUSTOMGRAD_PYTHON"] = str(ROOT / ".venv" / "bin" / "python")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.pop("RETICULATE_PYTHON", None)
@@ -132,10 +133,14 @@ def test_r_vignette_renders(vignette, backend, r_package, tmp_path):
     knit_md = out_dir / f"{vignette}.knit.md"
     text = knit_md.read_text(errors="replace")
     assert f'#> [1] "{backend}"' in text, "the vignette does not show the active backend"
-    assert "Error" not in text.replace("customgrad_gradient_check_error", ""), "an R error in the output"
+    assert "Error" not in text.replace("customgrad_error_gradient_check", ""), "an R error in the output"
     if vignette == "getting-started":
         assert "NaN" in text, "plain autodiff should give NaN at 100"
         assert "as.numeric(g)\n#> [1] 1\n" in text, "the custom gradient at 100 should be exactly 1"
+    elif vignette == "gradient-reversal":
+        # the three claims the vignette checks after training with fit(): all TRUE
+        claims = text.split("results$plain[[\"domain_head\"]] > 0.85", 1)[-1]
+        assert claims.count("#> [1] TRUE") == 3 and "FALSE" not in claims, claims[:600]
     else:
-        assert '#> [1] "customgrad_gradient_check_error"' in text, "the wrong gradient was not caught"
+        assert '#> [1] "customgrad_error_gradient_check"' in text, "the wrong gradient was not caught"
         assert "report$passed\n#> [1] TRUE" in text, "the fixed gradient did not pass"

@@ -105,7 +105,7 @@ test_that("a representative set of ops computes what R computes", {
 
 test_that("Python errors from ops surface with their message", {
   skip_without_python()
-  err <- expect_error(op_matmul(matrix(1, 2, 3), matrix(1, 2, 3)), class = "customgrad_python_error")
+  err <- expect_error(op_matmul(matrix(1, 2, 3), matrix(1, 2, 3)), class = "customgrad_error_python")
   expect_match(conditionMessage(err), "op_matmul")
   expect_true(nzchar(err$python_message))
 })

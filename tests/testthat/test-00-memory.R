@@ -1,6 +1,8 @@
 # Issue 7 (R part): many eager forward+backward calls of an op_custom_gradient() function keep
 # memory flat. The loop runs in two halves after a warm-up; the second half must add (almost)
 # nothing: RSS (from /proc/self/statm) and R's own heap (gc() cells).
+# This file runs first (its name sorts first): after any expect_snapshot() in the same R process,
+# testthat's snapshot machinery itself adds ~20 R cells per later call, which reads as a leak.
 
 rss_mib <- function() {
   pages <- as.numeric(strsplit(readLines("/proc/self/statm"), " ")[[1]][[2]])

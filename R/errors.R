@@ -1,0 +1,194 @@
+# Every error the package raises goes through cg_abort(), so each has a class of the form
+# customgrad_error_<what> (documented in ?customgrad_errors) and the tidyverse message grammar.
+
+#' Errors raised by customgrad
+#'
+#' Every error raised by the package is a condition of class `customgrad_error` and of one more
+#' specific class `customgrad_error_<what>`, so code can catch exactly what it expects, e.g.
+#' `tryCatch(..., customgrad_error_grad_fn_arity = function(e) ...)`. Messages name the function
+#' the user called, what it expected and what it received, in R terms (1-based positions, lists,
+#' the R function names).
+#'
+#' \describe{
+#'   \item{`customgrad_error_type`}{An argument of the wrong type, e.g. `op_custom_gradient(3)`.}
+#'   \item{`customgrad_error_argument`}{An argument with a value out of its range, e.g.
+#'     `op_check_gradients(order = 3)`.}
+#'   \item{`customgrad_error_argnums`}{`argnums` of [op_grad()] and friends is not a set of
+#'     positive whole numbers.}
+#'   \item{`customgrad_error_axis`}{An `axis` that is not a valid (1-based) axis.}
+#'   \item{`customgrad_error_conversion`}{An R value that cannot become a tensor (or back).}
+#'   \item{`customgrad_error_custom_gradient`}{A function given to [op_custom_gradient()] broke
+#'     its contract: it did not return `tuple(output, grad)`, or its grad function returned
+#'     gradients of the wrong number, shape or kind (also raised by the Python core, whose
+#'     message is translated to R terms).}
+#'   \item{`customgrad_error_grad_fn_arity`}{The grad function's arguments do not fit the upstream
+#'     rule of [op_custom_gradient()]. Fields: `grad_fn`, `n_outputs`.}
+#'   \item{`customgrad_error_gradient_check`}{[op_check_gradients()] found a wrong gradient.
+#'     Field: `report`.}
+#'   \item{`customgrad_error_callback`}{An R function called from Python (the forward or grad
+#'     function of a custom gradient, a function given to [op_grad()]) raised an R error that is
+#'     not a customgrad error. Field: `r_error` (the original condition, also the parent).}
+#'   \item{`customgrad_error_python`}{Python (keras or the backend) raised an error. Field:
+#'     `python_message` (the message in Python's terms).}
+#'   \item{`customgrad_error_python_missing`}{No Python with keras and customgrad was found; see
+#'     [install_customgrad()].}
+#' }
+#'
+#' Errors raised under an older name (`customgrad_type_error`, `customgrad_axis_error`,
+#' `customgrad_conversion_error`) keep that name as a second class.
+#'
+#' @name customgrad_errors
+#' @examplesIf customgrad:::python_available()
+#' err <- tryCatch(op_custom_gradient(3), customgrad_error = function(e) e)
+#' class(err)
+#' conditionMessage(err)
+NULL
+
+#' @importFrom rlang caller_env
+NULL
+
+# `class` is the <what> of customgrad_error_<what> ("type", "grad_fn_arity", ...); an older
+# full name such as "customgrad_type_error" is accepted and kept as a second class.
+cg_abort <- function(message, class = NULL, ..., call = caller_env(),
+                     .envir = parent.frame()) {
+  cli::cli_abort(message, class = c(error_classes(class), "customgrad_error"), ...,
+                 call = call, .envir = .envir)
+}
+
+error_classes <- function(what) {
+  out <- character()
+  for (w in what) {
+    if (startsWith(w, "customgrad_error_")) {
+      out <- c(out, w)
+    } else if (startsWith(w, "customgrad_")) {
+      short <- sub("_error$", "", sub("^customgrad_", "", w))
+      out <- c(out, paste0("customgrad_error_", short), w)
+    } else {
+      out <- c(out, paste0("customgrad_error_", w))
+    }
+  }
+  unique(out)
+}
+
+# Describes an R value for an error message: "a double vector of length 3", "a function", ...
+describe_value <- function(x) {
+  if (is.null(x)) return("NULL")
+  if (inherits(x, tensor_classes)) {
+    shape <- unlist(py_mod("glue")$shape(x))
+    return(sprintf("a tensor of shape (%s) and dtype %s", paste(shape, collapse = ", "),
+                   py_mod("keras")$backend$standardize_dtype(x$dtype)))
+  }
+  if (is_py_object(x)) {
+    return(paste0("a Python object of class <", class(x)[[1]], ">"))
+  }
+  if (is.function(x)) return("a function")
+  if (is.list(x)) return(sprintf("a list of length %d", length(x)))
+  if (is.array(x)) {
+    return(sprintf("a %s array of dimensions %s", typeof(x), paste(dim(x), collapse = "x")))
+  }
+  sprintf("a %s vector of length %d", typeof(x), length(x))
+}
+
+# Errors raised inside R callbacks (called from Python) are kept here so that the R caller
+# re-signals the original classed condition rather than Python's wrapper of it.
+callback_error <- function(e) {
+  .cg$callback_error <- e
+  stop(e)
+}
+
+in_callback <- function(expr) {
+  withCallingHandlers(expr, error = function(e) {
+    if (is.null(.cg$callback_error)) .cg$callback_error <- e
+  })
+}
+
+# Evaluates a Python call; customgrad errors from callbacks are re-signalled as they were, other R
+# errors from callbacks become `customgrad_error_callback` (original kept in `r_error`), Python
+# errors become `customgrad_error_python` conditions carrying Python's message in R terms.
+# `fn` is the name of the R function the user called; the error reports `call`, by default
+# `fn()`. (Not `call = caller_env()`: that promise, made by every op call, kept R memory alive
+# per call under jax once a model had been trained.)
+with_py_errors <- function(expr, fn, call = NULL) {
+  if (!is.null(.cg$callback_error)) .cg$callback_error <- NULL
+  # A calling handler rather than tryCatch(): this wraps every op call, and it costs less.
+  # py_error() always signals an error of its own, so the handler never returns.
+  withCallingHandlers(expr, error = function(e) py_error(e, fn, call))
+}
+
+py_error <- function(e, fn, call = NULL) {
+  call <- call %||% as.call(list(as.name(fn)))
+  inner <- .cg$callback_error
+  .cg$callback_error <- NULL
+  if (!is.null(inner)) {
+    if (inherits(inner, "customgrad_error")) stop(inner)
+    # an R error raised by the user's f or grad function: keep its message, give it a class
+    inner_msg <- conditionMessage(inner)
+    cg_abort(
+      c("An R function called by {.fn {fn}} raised an error.", x = "{inner_msg}"),
+      "callback", call = call, parent = NA, r_error = inner
+    )
+  }
+  if (inherits(e, "customgrad_error")) stop(e)
+  raw <- python_message(e)
+  msg <- r_terms(raw)
+  # the Python core's contract errors keep a specific class in R too
+  specific <- if (grepl("CustomGradientError", raw, fixed = TRUE)) "custom_gradient"
+  cg_abort(
+    c("{.fn {fn}} failed in Python.", x = "{msg}"),
+    c(specific, "python"), call = call, python_message = raw, parent = NULL
+  )
+}
+
+python_message <- function(e) {
+  msg <- conditionMessage(e)
+  msg <- sub("\n*Detailed traceback:.*$", "", msg)
+  msg <- sub("\\s*-+\\s*For simplicity, JAX has removed.*$", "", msg)
+  msg <- sub("\n*Run `reticulate::py_last_error\\(\\)` for details.*$", "", msg)
+  trimws(msg)
+}
+
+# Python's words for what the R user wrote: the R function names, 1-based argument positions,
+# lists for tuples.
+r_terms <- function(msg) {
+  msg <- sub("^customgrad\\._convention\\.CustomGradientError: ", "", msg)
+  msg <- sub("^[A-Za-z_.]*(Error|Exception): ", "", msg)
+  names <- c("customgrad.value_and_grad" = "op_value_and_grad()",
+             "customgrad.check_gradients" = "op_check_gradients()",
+             "customgrad.custom_gradient" = "op_custom_gradient()",
+             "customgrad.grad" = "op_grad()", "customgrad.vjp" = "op_vjp()")
+  for (py in names(names)) msg <- gsub(paste0(py, "(\\(\\))?"), names[[py]], msg)
+  msg <- gsub_fn(msg, "customgrad\\.layers\\.[A-Za-z]+", function(m) {
+    paste0("layer_", snake_case(sub("customgrad.layers.", "", m, fixed = TRUE)), "()")
+  })
+  # the R grad function, which the glue names "<f>.grad"
+  msg <- gsub("grad_fn `([A-Za-z0-9._]+)\\.grad` of `\\1`", "the grad function of `\\1()`", msg)
+  msg <- gsub("\\bgrad_fn\\b", "the grad function", msg)
+  msg <- gsub_fn(msg, "\\bargs(\\[[^]]*\\])+( \\(output element [0-9]+\\))?", r_path)
+  msg <- gsub("\\btuples\\b", "lists", msg)
+  msg <- gsub("\\btuple\\b", "list", msg)
+  msg <- gsub("\\bNone\\b", "NULL", msg)
+  # reticulate's name for an R function handed to Python: the user's `f`
+  msg <- gsub("`?python_function`?", "`f`", msg)
+  msg
+}
+
+# A Python path to a leaf of the arguments, 0-based, in R's 1-based terms:
+# args[0] -> args[[1]], args[0]['a'] -> args[[1]]$a, args[1][2, 0] -> args[[2]][3, 1],
+# "(output element 0)" -> "(output element 1)".
+r_path <- function(path) {
+  shift <- function(text) {
+    ints <- as.integer(regmatches(text, gregexpr("[0-9]+", text))[[1]]) + 1L
+    paste(ints, collapse = ", ")
+  }
+  path <- gsub_fn(path, "\\[[0-9]+\\]", function(m) paste0("[[", shift(m), "]]"))
+  path <- gsub_fn(path, "\\[[0-9]+(, [0-9]+)+\\]", function(m) paste0("[", shift(m), "]"))
+  path <- gsub("\\[['\"]([A-Za-z.][A-Za-z0-9._]*)['\"]\\]", "$\\1", path)
+  gsub_fn(path, "output element [0-9]+", function(m) paste("output element", shift(m)))
+}
+
+# gsub() whose replacement is computed by `fn` from each match.
+gsub_fn <- function(x, pattern, fn) {
+  m <- gregexpr(pattern, x, perl = TRUE)
+  regmatches(x, m) <- lapply(regmatches(x, m), function(found) vapply(found, fn, character(1)))
+  x
+}

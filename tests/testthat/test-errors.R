@@ -1,0 +1,89 @@
+# Error messages in R terms, pinned by snapshots (tests/testthat/_snaps/errors.md). The messages
+# snapshotted here are the same on every backend; numbers that depend on floating point are masked.
+
+mask_numbers <- function(lines) gsub("[0-9]+\\.[0-9]+(e-?[0-9]+)?", "<num>", lines)
+
+test_that("argument errors name the function, what it expected and what it received", {
+  skip_without_python()
+  expect_snapshot(error = TRUE, {
+    op_custom_gradient(3)
+    op_grad("not a function")
+    op_grad(function(x) x, argnums = 0)
+    op_check_gradients(function(x) x, 1, order = 3)
+  })
+})
+
+test_that("errors have the classes ?customgrad_errors documents", {
+  skip_without_python()
+  expect_error(op_custom_gradient(3), class = "customgrad_error_type")
+  expect_error(op_grad(function(x) x, argnums = 0), class = "customgrad_error_argnums")
+  expect_error(op_check_gradients(function(x) x, 1, order = 3), class = "customgrad_error_argument")
+  expect_error(customgrad:::python_missing_error(), class = "customgrad_error_python_missing")
+  # an older class name given to the error helper is kept beside the new one
+  err <- tryCatch(customgrad:::cg_abort("x", "customgrad_axis_error"), error = identity)
+  expect_s3_class(err, c("customgrad_error_axis", "customgrad_axis_error", "customgrad_error"),
+                  exact = FALSE)
+  documented <- tools::Rd_db("customgrad")[["customgrad_errors.Rd"]]
+  text <- paste(as.character(documented), collapse = "")
+  for (cls in c("type", "argument", "argnums", "axis", "conversion", "custom_gradient",
+                "grad_fn_arity", "gradient_check", "callback", "python", "python_missing")) {
+    expect_match(text, paste0("customgrad_error_", cls, "`"), fixed = TRUE,
+                 label = paste("?customgrad_errors documents", cls))
+  }
+})
+
+test_that("the no-Python error points to install_customgrad()", {
+  expect_snapshot(error = TRUE, customgrad:::python_missing_error(call = NULL))
+})
+
+test_that("custom-gradient contract errors name the user's function", {
+  skip_without_python()
+  bare <- op_custom_gradient(function(x) x * 2)
+  no_grad <- op_custom_gradient(function(x) tuple(x, 42))
+  two_for_one <- op_custom_gradient(function(x) tuple(x * 2, function(dy1, dy2) dy1))
+  expect_snapshot(error = TRUE, {
+    bare(1)
+    no_grad(1)
+    op_grad(two_for_one)(1)
+  })
+  err <- expect_error(op_grad(two_for_one)(1), class = "customgrad_error_grad_fn_arity")
+  expect_identical(err$n_outputs, 1L)
+  expect_true(is.function(err$grad_fn))
+})
+
+test_that("Python's errors reach R in R terms: op_ names, lists, 1-based leaves", {
+  skip_without_python()
+  extra <- op_custom_gradient(function(x) tuple(x, function(dy) list(dy, dy)))
+  res <- op_vjp(function(x) list(x * 3, x), c(1, 2))
+  wrong <- op_custom_gradient(function(x, y) tuple(x^3 * y, function(dy) list(dy * 2 * x^2, dy * x^3)))
+  # The Python core's own words (e.g. how it names the backend's array type) are not pinned
+  # here: they belong to the Python package. What R adds is checked: R names, lists, 1-based.
+  err <- expect_error(op_grad(function(x) x * 2)(c(1, 2)), class = "customgrad_error_python")
+  expect_match(conditionMessage(err), "`op_grad()` failed in Python", fixed = TRUE)
+  expect_match(conditionMessage(err), "op_grad(): `f` must return", fixed = TRUE)
+  expect_match(err$python_message, "customgrad.grad", fixed = TRUE)
+  err <- expect_error(op_grad(function(x) op_sum(extra(x)))(1),
+                      class = "customgrad_error_custom_gradient")
+  expect_match(conditionMessage(err), "the grad function of `f()`", fixed = TRUE)
+  expect_no_match(conditionMessage(err), "grad_fn|f\\.grad")
+  expect_snapshot(error = TRUE, transform = mask_numbers, {
+    op_check_gradients(wrong, c(0.5, 1.5), c(2, 3))
+  })
+  err <- expect_error(op_check_gradients(wrong, c(0.5, 1.5), c(2, 3)),
+                      class = "customgrad_error_gradient_check")
+  expect_match(conditionMessage(err), "args[[1]]", fixed = TRUE)
+  expect_no_match(conditionMessage(err), "args[0]", fixed = TRUE)
+  expect_true(all(startsWith(err$report$checks$where, "args[[")))
+  err <- expect_error(res[[2]](list(1, 2, 3)), class = "customgrad_error_python")
+  msg <- conditionMessage(err)
+  expect_no_match(msg, "customgrad.vjp|tuple|python_function")
+  expect_match(err$python_message, "customgrad.vjp", fixed = TRUE)
+})
+
+test_that("an R error inside a grad function keeps its message and the original condition", {
+  skip_without_python()
+  failing <- op_custom_gradient(function(x) tuple(x, function(dy) stop("boom in grad")))
+  expect_snapshot(error = TRUE, op_grad(failing)(1))
+  err <- expect_error(op_grad(failing)(1), class = "customgrad_error_callback")
+  expect_identical(conditionMessage(err$r_error), "boom in grad")
+})

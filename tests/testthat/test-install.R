@@ -1,0 +1,78 @@
+# install_customgrad(): the plan it runs (dry run: the network install is not part of the test
+# suite), the Python package shipped inside the R package, and discovery of the environment.
+
+test_that("the R package ships its Python side: a wheel of the same version and the pins", {
+  dist <- customgrad:::shipped_python()
+  expect_true(file.exists(dist$wheel))
+  version <- sub("^customgrad-([^-]+)-.*$", "\\1", basename(dist$wheel))
+  expect_identical(version, as.character(utils::packageVersion("customgrad")))
+  files <- utils::unzip(dist$wheel, list = TRUE)$Name
+  expect_true(all(c("customgrad/__init__.py", "customgrad/layers.py", "customgrad/_core.py") %in% files))
+})
+
+test_that("install_customgrad() plans a virtualenv with keras, the backend and the shipped wheel", {
+  dist <- customgrad:::shipped_python()
+  pins <- readLines(dist$requirements)
+  keras_pin <- grep("^keras==", pins, value = TRUE)
+  expect_length(keras_pin, 1L)
+  expected <- list(jax = c("jax==", "jaxlib=="), tensorflow = "tensorflow-cpu==", torch = "torch==")
+  for (backend in names(expected)) {
+    root <- file.path(tempdir(), "envs")
+    plan <- install_customgrad(backend, envname = file.path(root, "cg"), python = "python3",
+                               dry_run = TRUE)
+    expect_identical(plan$path, file.path(root, "cg"))
+    expect_identical(plan$python, file.path(root, "cg", "bin", "python"))
+    expect_true(keras_pin %in% plan$packages)
+    for (prefix in expected[[backend]]) {
+      pin <- grep(paste0("^", prefix), pins, value = TRUE)
+      expect_length(pin, 1L)
+      expect_true(pin %in% plan$packages, label = paste(backend, "installs", pin))
+    }
+    other <- setdiff(c("jax==", "tensorflow-cpu==", "torch=="), expected[[backend]])
+    for (prefix in other) expect_false(any(startsWith(plan$packages, prefix)))
+    expect_true(dist$wheel %in% plan$packages)
+    expect_identical(plan$commands[[1]], c("python3", "-m", "venv", file.path(root, "cg")))
+    expect_identical(plan$commands[[2]][1:4], c(plan$python, "-m", "pip", "install"))
+    expect_false(dir.exists(file.path(root, "cg")))  # a dry run creates nothing
+  }
+  plan <- install_customgrad("jax", dry_run = TRUE)
+  expect_identical(plan$path, file.path(path.expand(reticulate::virtualenv_root()), "r-customgrad"))
+  plan <- install_customgrad("torch", dry_run = TRUE, pip_options = c("--no-index"))
+  expect_true("--no-index" %in% plan$commands[[2]])
+  expect_true("https://download.pytorch.org/whl/cpu" %in% plan$commands[[2]])
+})
+
+test_that("install_customgrad() rejects a bad backend or envname with classed errors", {
+  expect_snapshot(error = TRUE, {
+    install_customgrad("numpy", dry_run = TRUE)
+    install_customgrad("jax", envname = 3, dry_run = TRUE)
+  })
+  expect_error(install_customgrad("numpy", dry_run = TRUE), class = "customgrad_error_argument")
+})
+
+test_that("discovery finds the environment install_customgrad() made, after the other places", {
+  old <- Sys.getenv(c("CUSTOMGRAD_PYTHON", "RETICULATE_PYTHON", "WORKON_HOME"), unset = NA)
+  on.exit({
+    for (nm in names(old)) {
+      if (is.na(old[[nm]])) Sys.unsetenv(nm) else do.call(Sys.setenv, as.list(old[nm]))
+    }
+  })
+  root <- tempfile("venvs")
+  python <- file.path(root, "r-customgrad", "bin", "python")
+  dir.create(dirname(python), recursive = TRUE)
+  file.create(python)
+  nowhere <- tempfile("work")
+  dir.create(nowhere)
+  Sys.unsetenv(c("CUSTOMGRAD_PYTHON", "RETICULATE_PYTHON"))
+  Sys.setenv(WORKON_HOME = root)
+  expect_identical(customgrad:::find_python(starts = nowhere), python)
+  # a .venv above the working directory comes first
+  venv <- file.path(nowhere, ".venv", "bin", "python")
+  dir.create(dirname(venv), recursive = TRUE)
+  file.create(venv)
+  expect_identical(customgrad:::find_python(starts = file.path(nowhere)), venv)
+  # and CUSTOMGRAD_PYTHON before everything
+  Sys.setenv(CUSTOMGRAD_PYTHON = "/somewhere/python")
+  expect_identical(customgrad:::find_python(starts = nowhere), "/somewhere/python")
+  unlink(c(root, nowhere), recursive = TRUE)
+})
