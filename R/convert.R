@@ -116,6 +116,12 @@ as_tensor_arg <- function(x) {
   x
 }
 
+# An R list (or one value) as a Python tuple of converted values.
+as_tuple_arg <- function(x) {
+  if (!is.list(x) || inherits(x, "python.builtin.object")) x <- list(x)
+  do.call(reticulate::tuple, lapply(unname(x), as_tensor_arg))
+}
+
 # keras3's as_array(): R vectors become arrays too (doubles float64).
 as_array_arg <- function(x) {
   if (is.atomic(x) && !is.null(x) && !is.character(x)) return(r_array_to_numpy(x))

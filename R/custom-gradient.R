@@ -26,7 +26,13 @@
 #' Arguments of the returned function that are R numbers or arrays become tensors (R doubles of
 #' the default float dtype).
 #'
+#' Forward mode ([op_jvp()], [op_hvp()]) derives its derivatives from the same grad function. On
+#' torch and TensorFlow that needs nothing more; on jax it needs `forward_mode = TRUE` (jax builds
+#' such a function on `jax.custom_jvp`; its reverse-mode gradients stay grad's).
+#'
 #' @param f An R function returning `tuple(output, grad)`.
+#' @param forward_mode `TRUE` to let `jax.jvp`/[op_jvp()] differentiate the function on jax
+#'   (ignored by the other backends, where forward mode always works).
 #' @return A function with the arguments of `f` that returns `output`.
 #' @examplesIf customgrad:::python_available()
 #' log1pexp <- op_custom_gradient(\(x) {
@@ -40,7 +46,7 @@
 #' log1pexp(100)
 #' op_grad(log1pexp)(100)  # 1, where plain autodiff gives NaN
 #' @export
-op_custom_gradient <- function(f) {
+op_custom_gradient <- function(f, forward_mode = FALSE) {
   if (!is.function(f)) {
     cg_abort(
       c("{.arg f} must be a function returning {.code tuple(output, grad)}.",
@@ -69,7 +75,9 @@ op_custom_gradient <- function(f) {
   python_function <- function() {
     if (is.null(decorated)) {
       decorated <<- with_py_errors(
-        py_mod("glue")$custom_gradient(forward, name = fname), "op_custom_gradient",
+        py_mod("glue")$custom_gradient(forward, name = fname,
+                                       forward_mode = isTRUE(forward_mode)),
+        "op_custom_gradient",
         call = user_call
       )
     }

@@ -2711,8 +2711,8 @@ op_istft <- function(x, sequence_length, sequence_stride, fft_length, length = N
 op_jvp <- function(fun, primals, tangents, has_aux = FALSE) {
   args <- list(
     as_tensor_arg(fun),
-    as_tensor_arg(primals),
-    as_tensor_arg(tangents),
+    as_tuple_arg(primals),
+    as_tuple_arg(tangents),
     as_tensor_arg(has_aux)
   )
   op_call("jvp", args, "op_jvp")

@@ -61,9 +61,11 @@ INT_ARGS = {
 #   "int_array"    whole R doubles become an int32 array, values as they are
 #   "int"          whole numbers -> Python ints (window lengths, counts)
 #   "axis_tuple"   1-based axes sent as a tuple (hashable: jax's rot90 needs it)
+#   "tuple"        an R list sent as a Python tuple (torch's jvp takes only tuples)
 # An op with an index rule or an index result gets `zero_indexed = FALSE`, as in keras3:
 # TRUE takes and gives 0-based indices.
 OP_RULES = {
+    "jvp": {"primals": "tuple", "tangents": "tuple"},
     "argmax": {"x": "array", "@return": "index_out"},
     "argmin": {"@return": "index_out"},
     "argsort": {"@return": "index_out"},
@@ -191,6 +193,8 @@ def convert_expr(cat: str, rname: str, fn: str, pyname: str) -> str:
         return f'as_int_array_arg({rname}, "{fn}", "{pyname}")'
     if cat == "axis_tuple":
         return f'as_axis({rname}, "{fn}", "{pyname}", as_tuple = TRUE)'
+    if cat == "tuple":
+        return f"as_tuple_arg({rname})"
     if cat == "axis":
         return f'as_axis({rname}, "{fn}", "{pyname}")'
     if cat == "shape":

@@ -80,7 +80,7 @@ def is_tensor(x) -> bool:
     return keras.ops.is_tensor(x) or isinstance(x, keras.Variable)
 
 
-def custom_gradient(r_forward, name="f"):
+def custom_gradient(r_forward, name="f", forward_mode=False):
     """customgrad.custom_gradient for an R forward.
 
     `r_forward(*args)` (an R function) returns a list [output, r_grad, wants_upstream];
@@ -100,7 +100,7 @@ def custom_gradient(r_forward, name="f"):
         return output, grad_fn
 
     forward.__name__ = forward.__qualname__ = name
-    return customgrad.custom_gradient(forward)
+    return customgrad.custom_gradient(forward, forward_mode=forward_mode)
 
 
 def call(fn, args, kwargs):

@@ -1,0 +1,27 @@
+#' Hessian-vector products on any backend
+#'
+#' `op_hvp(f, primals, vectors)` returns the product of the Hessian of the scalar `f` at `primals`
+#' with `vectors`, one entry per argument of `f` (forward over reverse: the JVP of [op_grad()] of
+#' `f`). For a function made by [op_custom_gradient()] the Hessian is the derivative of its grad
+#' function, on every backend (on jax too, without `forward_mode = TRUE`). It is the R face of
+#' Python's `customgrad.hvp`.
+#'
+#' @param f An R function of one or more tensors returning a scalar tensor.
+#' @param primals A list with the arguments of `f` (R numbers and arrays become tensors); a single
+#'   argument may be given as it is.
+#' @param vectors A list like `primals`: the vectors to multiply the Hessian with.
+#' @return A list with one tensor per argument of `f`.
+#' @examplesIf customgrad:::python_available()
+#' log1pexp <- op_custom_gradient(\(x) {
+#'   e <- op_exp(x)
+#'   tuple(op_log(1 + e), function(dy) dy * op_sigmoid(x))
+#' })
+#' # the Hessian of sum(log1pexp(x)) is diag(sigmoid(x) * (1 - sigmoid(x)))
+#' op_hvp(\(x) op_sum(log1pexp(x)), as_tensor(c(0, 2)), as_tensor(c(1, 1)))
+#' @export
+op_hvp <- function(f, primals, vectors) {
+  pyf <- r_fn_to_py(f, "op_hvp")
+  result <- with_py_errors(
+    py_mod("customgrad")$hvp(pyf, as_tuple_arg(primals), as_tuple_arg(vectors)), "op_hvp")
+  as.list(result)
+}
