@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ["jax", "tensorflow", "torch"]
 VIGNETTES = ["getting-started", "checking-gradients", "gradient-reversal"]
-R_TIMEOUT = 300
+R_TIMEOUT = 900  # seconds per backend; about 2-3 minutes each on 2 cores
 
 RUN_TESTS = r"""
 args <- commandArgs(trailingOnly = TRUE)
