@@ -27,7 +27,7 @@ test_that("errors have the classes ?customgrad_errors documents", {
   text <- paste(as.character(documented), collapse = "")
   for (cls in c("type", "argument", "argnums", "axis", "conversion", "custom_gradient",
                 "grad_fn_arity", "gradient_check", "callback", "python", "python_missing")) {
-    expect_match(text, paste0("customgrad_error_", cls, "`"), fixed = TRUE,
+    expect_match(text, paste0("\\code{customgrad_error_", cls, "}"), fixed = TRUE,
                  label = paste("?customgrad_errors documents", cls))
   }
 })
