@@ -1,4 +1,4 @@
-# Thin wrappers over the Python module customgrad.ops (issue 5, R part).
+# Thin wrappers over the Python module customgrad.ops (the R face of its ready-made ops).
 
 cg_ops_call <- function(name, ..., .fn) {
   args <- list(...)

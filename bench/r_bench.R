@@ -1,4 +1,4 @@
-# R eager overhead and trace-only proof for the customgrad R package (issue 6, R part).
+# R eager overhead and trace-only proof for the customgrad R package.
 # Run one backend per process:  KERAS_BACKEND=torch R_LIBS=.Rlib Rscript bench/r_bench.R
 # Prints a markdown table to stdout.
 suppressPackageStartupMessages(library(customgrad))

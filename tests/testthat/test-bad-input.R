@@ -1,4 +1,4 @@
-# Issue 7 (R part): a table of bad inputs for op_custom_gradient() / op_grad(), run on every
+# A table of bad inputs for op_custom_gradient() / op_grad(), run on every
 # backend. Each row either raises a classed customgrad_error whose message matches `msg`, or
 # returns a numerically checked result.
 

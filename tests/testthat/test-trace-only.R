@@ -1,4 +1,4 @@
-# Issue 6 (R part): under jax.jit and tf.function the R forward and R grad closures run only while
+# Under jax.jit and tf.function the R forward and R grad closures run only while
 # tracing: 5 calls of a compiled gradient run each R closure once, not 5 times.
 
 counting_log1pexp <- function(calls) {
