@@ -24,6 +24,23 @@ def _as_primal(leaf):
     return leaf
 
 
+def _call_on(f, primals, leaves, diff, diff_values, has_aux, who):
+    """f on `primals` with the leaves at `diff` replaced by `diff_values`; returns (output, aux),
+    aux None without has_aux."""
+    current = list(leaves)
+    for i, v in zip(diff, diff_values):
+        current[i] = v
+    result = f(*_tree.unflatten(primals, current))
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise TypeError(
+            f"{who}: with has_aux=True, `{getattr(f, '__name__', f)}` must return a pair "
+            f"(output, aux); received {_tree.describe(result)}."
+        )
+    return result[0], result[1]
+
+
 def vjp(f, *primals, has_aux: bool = False):
     """Returns `(outputs, vjp_fn)` (and `aux` if `has_aux`), like `jax.vjp`, on any backend.
 
@@ -54,20 +71,9 @@ def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
     structure = {}
 
     def flat_fn(*diff_values):
-        current = list(leaves)
-        for i, v in zip(diff, diff_values):
-            current[i] = v
-        result = f(*_tree.unflatten(primals, current))
+        result, aux = _call_on(f, primals, leaves, diff, diff_values, has_aux, "customgrad")
         if has_aux:
-            if not (isinstance(result, (tuple, list)) and len(result) == 2):
-                raise TypeError(
-                    f"customgrad: with has_aux=True, `{getattr(f, '__name__', f)}` must return a "
-                    f"pair (output, aux); received {_tree.describe(result)}."
-                )
-            result, aux = result
             structure["aux"] = aux
-        else:
-            aux = None
         structure["out"] = result
         out_leaves = _tree.flatten(result)
         structure["n_out"] = len(out_leaves)
@@ -239,19 +245,7 @@ def jvp(f, primals, tangents, has_aux: bool = False):
     structure = {}
 
     def flat_fn(*diff_values):
-        current = list(leaves)
-        for i, v in zip(diff, diff_values):
-            current[i] = v
-        result = f(*_tree.unflatten(primals, current))
-        if has_aux:
-            if not (isinstance(result, (tuple, list)) and len(result) == 2):
-                raise TypeError(
-                    f"customgrad.jvp: with has_aux=True, `{getattr(f, '__name__', f)}` must "
-                    f"return a pair (output, aux); received {_tree.describe(result)}."
-                )
-            result, aux = result
-        else:
-            aux = None
+        result, aux = _call_on(f, primals, leaves, diff, diff_values, has_aux, "customgrad.jvp")
         out_leaves = _tree.flatten(result) + (_tree.flatten(aux) if has_aux else [])
         # only tensors go through the transform; other leaves (None, strings) are kept aside
         is_tensor = [B.is_tensor(o) for o in out_leaves]
