@@ -20,6 +20,7 @@ per tensor leaf of the positional arguments). None means zero, for a leaf or a w
 from __future__ import annotations
 
 import inspect
+from types import FunctionType as _FunctionType
 from typing import NamedTuple
 
 from . import _tree
@@ -78,8 +79,8 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
     >>> inspect_grad_fn(lambda *args, upstream=None: None)[:3]
     (0, None, True)
     """
-    code = getattr(grad_fn, "__code__", None)
-    if code is not None and not hasattr(grad_fn, "__self__"):
+    if type(grad_fn) is _FunctionType:  # a def or lambda (not a bound method: no `self` to skip)
+        code = grad_fn.__code__
         # Read on every call, not cached: a cache written while torch.compile traces a backward
         # breaks its graph.
         names = code.co_varnames

@@ -430,21 +430,24 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         backend = backend_module()
-        if kwargs or closes_over:
-            refuse_hidden_inputs(f, kwargs, closes_over and backend.sees_closures(), backend)
-        tensors_only = not kwargs and all([backend.tensor_value(a) is a is not None for a in args])
         try:
-            if tensors_only and backend.call_tensors is not None:
-                return backend.call_tensors(f, args)
+            if not kwargs and backend.call_positional is not None:
+                output = backend.call_positional(f, args)  # None: not a call of its kind
+                if output is not None:
+                    return output
+            if kwargs or closes_over:
+                refuse_hidden_inputs(f, kwargs, closes_over and backend.sees_closures(), backend)
+            tensors_only = not kwargs and all([backend.tensor_value(a) is a is not None
+                                               for a in args])
             if not tensors_only and any_symbolic_tensors(args, kwargs):
                 # keras.Input and friends: record one node in the functional graph, so that
                 # running the model calls this function (and its gradient), not the ops inside f
                 # one by one.
                 return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
+            invocation = Invocation(f, args, kwargs, backend, tensors_only)
             if forward_mode:
-                return call_forward_mode(
-                    backend, Invocation(f, args, kwargs, backend, tensors_only))
-            return backend.call(Invocation(f, args, kwargs, backend, tensors_only))
+                return call_forward_mode(backend, invocation)
+            return backend.call(invocation)
         except Exception as error:
             framework = _foreign_framework_in(error)
             if framework is None:

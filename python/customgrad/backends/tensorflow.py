@@ -29,7 +29,7 @@ from .._core import OutputSpec
 from .._variables import recording
 
 
-call_tensors = None  # no separate path for calls on plain tensors
+call_positional = None  # no separate fast path: every call takes `call`
 
 
 def tensor_value(leaf):

@@ -17,7 +17,6 @@ import torch
 
 from torch._C._functorch import TransformType
 from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
-from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
 
 from .. import _forward
@@ -171,65 +170,90 @@ def call(inv):
     return _link(inv, rec, out_leaves, grad_fn, start, dual=dual)
 
 
-def call_tensors(f, args):
-    """`call` for f(*args) where every argument is a torch tensor and there are no keyword
-    arguments (the caller checked).
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_functorch_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
-    When f's result is of the simplest kind, a floating-point tensor or a flat tuple or list of
-    them, with every argument a floating-point tensor that requires grad and no variable read,
-    it is linked without an Invocation's bookkeeping (about 40 us a call less, a fifth of a small
-    call's whole cost). Anything else takes the general path, and so does a grad_fn result that is
-    not already one tensor of the right shape and dtype per argument: same results, same errors.
+
+def call_positional(f, args):
+    """The path most eager calls take, in one pass: f(*args) on floating-point tensors that
+    require grad (no keyword arguments: the caller checked), autograd on, no transform, f
+    returning (a floating-point tensor or a flat tuple or list of them, grad_fn) and reading no
+    variable. Returns None, before f runs, where a call is not of this kind: the general path
+    takes it. A call found to be of another kind after f ran (a variable read, another kind of
+    output) goes on along the general path with what f returned; f runs once either way.
     """
-    if _has_tangents(args):  # forward-mode AD: the general path, which derives the JVP
-        return call(Invocation(f, args, {}, _this_module(), tensors_only=True))
-    start = None if torch.compiler.is_compiling() else _next_node_number()
+    if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
+            _functorch_active()):
+        return None
+    for a in args:
+        if not (isinstance(a, _Tensor) and a.requires_grad and a.is_floating_point()):
+            return None
+    cells = getattr(f, "__closure__", None)
+    if cells:
+        for cell in cells:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell: a name not assigned yet
+                continue
+            if isinstance(value, _Tensor) and value.requires_grad and not value.is_leaf:
+                return None  # closed over and being differentiated: the general path refuses it
+    start = _next_node_number()
     with recording() as rec:
         result = f(*args)
+    output = result[0] if type(result) is tuple and len(result) == 2 else None
+    if isinstance(output, _Tensor):
+        outputs = [output]
+        simple = output.is_floating_point()
+    elif type(output) in (tuple, list) and output:
+        outputs = list(output)
+        simple = all([isinstance(o, _Tensor) and o.is_floating_point() for o in outputs])
+    else:
+        simple = False
     hidden = None
-    if _is_simple(result, args, rec):
-        output = result[0]
-        hidden = [] if start is None else _hidden_leaves(
-            [output] if isinstance(output, torch.Tensor) else output, args, (), start)
+    if simple and not rec.variables and callable(result[1]):
+        hidden = _hidden_leaves(outputs, args, (), start)
     if hidden is None or hidden:
         inv = Invocation(f, args, {}, _this_module(), tensors_only=True)
         return _link(inv, rec, *inv.accept_forward(result), start, hidden)
-    output, grad_fn = result
-    del result
-    single = isinstance(output, torch.Tensor)
-    container = None if single else type(output)  # tuple or list
-    outputs = [output] if single else list(output)
-    # (shape, dtype, device) of each output and argument: specs are built only when needed
-    out_meta = [(o.shape, o.dtype, o.device) for o in outputs]
+    grad_fn = result[1]
+    container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
+    del result, output
+    # what the backward needs of the arguments and outputs (specs are built only if needed)
     in_meta = [(a.shape, a.dtype, a.device) for a in args]
+    out_meta = [(o.shape, o.dtype, o.device) for o in outputs]
     versions = _closure_versions(grad_fn)
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
-    del output
 
     def backward(cotangents):
         if versions:
             _check_versions(versions, f)
-        upstream = cotangents[0] if single else container(cotangents)
+        upstream = cotangents[0] if container is None else container(cotangents)
         positional, keywords, _ = upstream_arguments(grad_fn, f, upstream, upstream)
         grads = grad_fn(*positional, **keywords)
-        if len(in_meta) == 1 and isinstance(grads, torch.Tensor):
+        if len(in_meta) == 1 and isinstance(grads, _Tensor):
             grads = (grads,)
         if isinstance(grads, (tuple, list)) and len(grads) == len(in_meta) and all([
-            isinstance(g, torch.Tensor) and g.shape == m[0] and g.dtype == m[1]
+            isinstance(g, _Tensor) and g.shape == m[0] and g.dtype == m[1]
             for g, m in zip(grads, in_meta)
         ]):
             return list(grads)
-        out_specs = [OutputSpec(*m, True) for m in out_meta]
-        output_structure = out_specs[0] if single else container(out_specs)
-        inv = Invocation.released(f, _this_module(), [OutputSpec(*m, True) for m in in_meta],
-                                  output_structure, out_specs)
-        return inv.accept_backward(grad_fn, grads)[0]
+        return _general_backward(f, grad_fn, grads, in_meta, out_meta, container)
 
-    if torch.compiler.is_compiling():  # torch.compile knows autograd.Function.apply
-        linked = _Link.apply(backward, outputs, *args)
-    else:  # what Function.apply ends in, without its checks for cases ruled out above (4 us)
-        linked = _link_apply(backward, outputs, *unwrap_dead_wrappers(args))
-    return linked[0] if single else container(linked)
+    # what Function.apply ends in, without its checks for the cases ruled out above
+    linked = _link_apply(backward, outputs, *[_unwrap_if_dead(a) for a in args])
+    return linked[0] if container is None else container(linked)
+
+
+def _general_backward(f, grad_fn, grads, in_meta, out_meta, container):
+    """The general checks of what grad_fn returned, for a call of call_positional's kind."""
+    out_specs = [OutputSpec(*m, True) for m in out_meta]
+    output_structure = out_specs[0] if container is None else container(out_specs)
+    inv = Invocation.released(f, _this_module(), [OutputSpec(*m, True) for m in in_meta],
+                              output_structure, out_specs)
+    return inv.accept_backward(grad_fn, grads)[0]
 
 
 def _has_tangents(tensors) -> bool:
@@ -240,27 +264,6 @@ def _has_tangents(tensors) -> bool:
         return False
     return any([isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None
                 for t in tensors])
-
-
-def _is_simple(result, args, rec) -> bool:
-    """f returned (floating tensor or flat tuple/list of them, callable), read no variable, and
-    every argument is a floating tensor that requires grad, with autograd on."""
-    if not (type(result) is tuple and len(result) == 2 and callable(result[1])):
-        return False
-    output = result[0]
-    if isinstance(output, torch.Tensor):
-        if not output.is_floating_point():
-            return False
-    elif type(output) in (tuple, list) and output:
-        if not all([isinstance(o, torch.Tensor) and o.is_floating_point() for o in output]):
-            return False
-    else:
-        return False
-    return (
-        not rec.variables and torch.is_grad_enabled()
-        and not torch._C._are_functorch_transforms_active()
-        and all([a.requires_grad and a.is_floating_point() for a in args])
-    )
 
 
 def _closure_versions(grad_fn) -> list:
