@@ -33,6 +33,8 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import impls  # noqa: E402
 
 KINDS = ["autodiff", "native", "keras", "customgrad"]
+# timed in eager mode only: the native mechanism on the backend's own ops (no keras.ops dispatch)
+EAGER_KINDS = KINDS + ["native_raw"]
 METRICS = ["eager_tiny", "eager_large", "compiled_large", "peak_memory", "peak_memory_stack",
            "retained_memory", "compiled_program"]
 DEPTH = 16  # calls in the stack of peak_memory_stack
@@ -54,7 +56,10 @@ def make_steps(fn_name, compiled, n):
     """{kind: step callable or the error it raised on first use} for one function."""
     steps = {}
     xs = inputs(n, impls.N_INPUTS[fn_name])
+    kinds = KINDS if compiled else EAGER_KINDS
     for kind, table in impls.implementations().items():
+        if kind not in kinds:
+            continue
         try:
             step = impls.grad_step(table[fn_name], impls.N_INPUTS[fn_name], compiled)
             reference = step(*xs)  # first call: compiles, and shows whether it works at all
@@ -94,7 +99,7 @@ def timed(metric, fn_name, compiled, n, rounds, calls, scale):
             for _ in range(calls):
                 step(*xs)
             samples[kind].append((time.perf_counter() - start) / calls * scale)
-    for kind in KINDS:
+    for kind in steps:
         value = steps[kind]
         if isinstance(value, str):
             emit(metric=metric, fn=fn_name, kind=kind, error=value)

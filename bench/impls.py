@@ -2,7 +2,9 @@
 
   autodiff    plain autodiff of the forward (no custom gradient)
   native      the backend's own custom mechanism written by hand (jax.custom_vjp,
-              tf.custom_gradient, torch.autograd.Function)
+              tf.custom_gradient, torch.autograd.Function), with the keras.ops bodies
+  native_raw  the same mechanism with the backend's own ops (jnp, tf.math, torch): what a user
+              of that framework writes without Keras (eager timings only)
   keras       keras.ops.custom_gradient (its backend-agnostic idiom)
   customgrad  customgrad.custom_gradient
 
@@ -158,13 +160,118 @@ def _native_torch():
     return {"softplus": Softplus.apply, "swish": Swish.apply, "three": Three.apply}
 
 
+# --- the native mechanisms with the backends' own ops (no keras.ops dispatch) -----------------
+def _raw_math(xp):
+    """The four formulas above, written with the array module `xp` (jax.numpy, tf.math-like
+    namespace, torch)."""
+
+    def softplus_fwd_raw(x):
+        e = xp.exp(x)
+        return xp.log1p(e), e
+
+    def swish_bwd_raw(x, dy):
+        s = xp.sigmoid(x)
+        return dy * (s * (1.0 + x * (1.0 - s)))
+
+    return {
+        "softplus_fwd": softplus_fwd_raw,
+        "softplus_bwd": lambda e, dy: dy - dy / (1.0 + e),
+        "swish_fwd": lambda x: x * xp.sigmoid(x),
+        "swish_bwd": swish_bwd_raw,
+        "three_fwd": lambda a, b, c: (a * b + c, xp.sin(a) * c),
+        "three_bwd": lambda a, b, c, du, dv: (du * b + dv * xp.cos(a) * c, du * a,
+                                              du + dv * xp.sin(a)),
+    }
+
+
+def _native_raw_jax():
+    import jax
+
+    class _Jnp:  # jax.numpy has no sigmoid; jax.nn has
+        exp, log1p, sin, cos = jax.numpy.exp, jax.numpy.log1p, jax.numpy.sin, jax.numpy.cos
+        sigmoid = staticmethod(jax.nn.sigmoid)
+
+    m = _raw_math(_Jnp)
+    softplus = jax.custom_vjp(lambda x: m["softplus_fwd"](x)[0])
+    softplus.defvjp(m["softplus_fwd"], lambda e, dy: (m["softplus_bwd"](e, dy),))
+    swish = jax.custom_vjp(m["swish_fwd"])
+    swish.defvjp(lambda x: (m["swish_fwd"](x), x), lambda x, dy: (m["swish_bwd"](x, dy),))
+    three = jax.custom_vjp(m["three_fwd"])
+    three.defvjp(lambda a, b, c: (m["three_fwd"](a, b, c), (a, b, c)),
+                 lambda r, g: m["three_bwd"](*r, *g))
+    return {"softplus": softplus, "swish": swish, "three": three}
+
+
+def _native_raw_tensorflow():
+    import tensorflow as tf
+
+    m = _raw_math(tf.math)
+
+    @tf.custom_gradient
+    def softplus(x):
+        y, e = m["softplus_fwd"](x)
+        return y, lambda dy: m["softplus_bwd"](e, dy)
+
+    @tf.custom_gradient
+    def swish(x):
+        return m["swish_fwd"](x), lambda dy: m["swish_bwd"](x, dy)
+
+    @tf.custom_gradient
+    def three(a, b, c):
+        return m["three_fwd"](a, b, c), lambda du, dv: m["three_bwd"](a, b, c, du, dv)
+
+    return {"softplus": softplus, "swish": swish, "three": three}
+
+
+def _native_raw_torch():
+    import torch
+
+    m = _raw_math(torch)
+
+    class Softplus(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y, e = m["softplus_fwd"](x)
+            ctx.save_for_backward(e)
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            return m["softplus_bwd"](ctx.saved_tensors[0], dy)
+
+    class Swish(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return m["swish_fwd"](x)
+
+        @staticmethod
+        def backward(ctx, dy):
+            return m["swish_bwd"](ctx.saved_tensors[0], dy)
+
+    class Three(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b, c):
+            ctx.save_for_backward(a, b, c)
+            return m["three_fwd"](a, b, c)
+
+        @staticmethod
+        def backward(ctx, du, dv):
+            return m["three_bwd"](*ctx.saved_tensors, du, dv)
+
+    return {"softplus": Softplus.apply, "swish": Swish.apply, "three": Three.apply}
+
+
 def implementations():
     """{kind: {function name: callable}} for the active backend."""
     native = {"jax": _native_jax, "tensorflow": _native_tensorflow, "torch": _native_torch}
+    raw = {"jax": _native_raw_jax, "tensorflow": _native_raw_tensorflow,
+           "torch": _native_raw_torch}
     return {
         "autodiff": {"softplus": lambda x: softplus_fwd(x)[0], "swish": swish_fwd,
                      "three": three_fwd},
         "native": native[BACKEND](),
+        "native_raw": raw[BACKEND](),
         "keras": _with_custom_gradient(ops.custom_gradient, _agnostic),
         "customgrad": _with_custom_gradient(customgrad.custom_gradient, _plain),
     }

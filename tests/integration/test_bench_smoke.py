@@ -22,7 +22,12 @@ def test_bench_quick_run_prints_ratios_and_verdicts(tmp_path):
                    "peak_memory_stack", "retained_memory"):
         assert f"### {metric}" in text
     assert "| torch | softplus |" in text and "x |" in text  # ratio columns
-    assert "eager, tiny inputs: customgrad <= 1.2x native custom: torch softplus" in text
+    assert "eager, tiny inputs: customgrad <= 1.10x native custom (same keras.ops body): torch softplus" in text
+    assert "eager, tiny inputs: customgrad <= 1.0x keras.ops.custom_gradient: torch softplus" in text
+    # the native mechanism on torch's own ops is timed (eager) next to the keras.ops one
+    assert "| native, raw ops |" in text and "customgrad / native, raw ops" in text
+    softplus_row = next(line for line in text.splitlines() if line.startswith("| torch | softplus |"))
+    assert "not timed" not in softplus_row
     # keras.ops.custom_gradient cannot do 3 inputs / 2 outputs on torch; customgrad can
     assert "fails: TypeError" in text
     assert "customgrad fails" not in text
