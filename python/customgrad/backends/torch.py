@@ -221,9 +221,8 @@ def call_positional(f, args):
     grad_fn = result[1]
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
     del result, output
-    # what the backward needs of the arguments and outputs (specs are built only if needed)
+    # what the backward needs of the arguments (the outputs' are the cotangents')
     in_meta = [(a.shape, a.dtype, a.device) for a in args]
-    out_meta = [(o.shape, o.dtype, o.device) for o in outputs]
     versions = _closure_versions(grad_fn)
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
 
@@ -240,16 +239,17 @@ def call_positional(f, args):
             for g, m in zip(grads, in_meta)
         ]):
             return list(grads)
-        return _general_backward(f, grad_fn, grads, in_meta, out_meta, container)
+        return _general_backward(f, grad_fn, grads, in_meta, cotangents, container)
 
     # what Function.apply ends in, without its checks for the cases ruled out above
     linked = _link_apply(backward, outputs, *[_unwrap_if_dead(a) for a in args])
     return linked[0] if container is None else container(linked)
 
 
-def _general_backward(f, grad_fn, grads, in_meta, out_meta, container):
-    """The general checks of what grad_fn returned, for a call of call_positional's kind."""
-    out_specs = [OutputSpec(*m, True) for m in out_meta]
+def _general_backward(f, grad_fn, grads, in_meta, cotangents, container):
+    """The general checks of what grad_fn returned, for a call of call_positional's kind
+    (autograd hands over one cotangent per output, with that output's shape, dtype and device)."""
+    out_specs = [OutputSpec(c.shape, c.dtype, c.device, True) for c in cotangents]
     output_structure = out_specs[0] if container is None else container(out_specs)
     inv = Invocation.released(f, _this_module(), [OutputSpec(*m, True) for m in in_meta],
                               output_structure, out_specs)
@@ -400,46 +400,41 @@ def _hidden_leaves(outputs, inputs, known, start) -> list:
     Walks the autograd nodes f made (numbered `start` or later), from the outputs down to their
     leaves; the walk stops at nodes made before f ran, so it costs one step per op of f, and a
     node or two for f on plain tensors. A tensor made outside f and closed over is not a leaf
-    here: it is not followed.
+    here: it is not followed. (Written for speed: it runs on every call.)
     """
     stack, found = [], None
     for o in outputs:
         if isinstance(o, torch.Tensor) and o.requires_grad:
             node = o.grad_fn
             if node is None:  # f returned a leaf as it is
-                found = _found(o, inputs, found)
+                found = [o] if found is None else found + [o]
             elif node._sequence_nr() >= start:  # else an input returned as it is
                 stack.append(node)
-    seen = None
+    seen = set()
     while stack:
         for node, _ in stack.pop().next_functions:
-            if node is None:
+            if node is None or node in seen:
                 continue
+            seen.add(node)
             if type(node) is _AccumulateGrad:
-                found = _found(node.variable, inputs, found)
+                leaf = node.variable
+                for t in inputs:
+                    if t is leaf:
+                        break
+                else:
+                    found = [leaf] if found is None else found + [leaf]
             elif node._sequence_nr() >= start:
-                if seen is None:
-                    seen = set()
-                if node not in seen:
-                    seen.add(node)
-                    stack.append(node)
+                stack.append(node)
     if found is None:
         return []
-    skip = {id(t) for t in known}
+    skip = {id(t) for t in inputs}
+    skip.update(id(t) for t in known)
     hidden = []
     for t in found:
         if id(t) not in skip:
             skip.add(id(t))
             hidden.append(t)
     return hidden
-
-
-def _found(leaf, inputs, found):
-    """`found` with `leaf` appended unless it is an input (a list made only when needed)."""
-    for t in inputs:
-        if t is leaf:
-            return found
-    return [leaf] if found is None else found + [leaf]
 
 
 def _hidden_leaves_error(f, grad_fn, hidden) -> CustomGradientError:
