@@ -1,6 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first (idempotent).
 PY := .venv/bin/python
-BACKENDS := jax tensorflow torch numpy
 
 .PHONY: setup demo test bench
 setup:

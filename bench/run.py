@@ -9,6 +9,7 @@ one), with ratios and verdicts against the targets; writes bench/RESULTS.md.
 import argparse
 import json
 import os
+import runpy
 import platform
 import shutil
 import statistics
@@ -19,7 +20,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BACKENDS = ["jax", "tensorflow", "torch"]
+# the one list of backends, read without importing Keras in this process
+BACKENDS = list(runpy.run_path(
+    str(ROOT / "python" / "customgrad" / "backends" / "__init__.py"))["AUTODIFF"])
 PINNED_ENV = {
     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",

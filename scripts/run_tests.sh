@@ -8,7 +8,9 @@ out=$(mktemp -d)
 status=0
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
 
-for backend in jax tensorflow torch numpy; do
+# the one list of backends (python/customgrad/backends/__init__.py)
+backends=$($PY -c 'import runpy; print(*runpy.run_path("python/customgrad/backends/__init__.py")["NAMES"])')
+for backend in $backends; do
   echo "=== pytest tests/python with KERAS_BACKEND=$backend ==="
   KERAS_BACKEND=$backend $PY -m pytest -q -p no:cacheprovider tests/python \
     --junitxml="$out/python-$backend.xml" -o junit_suite_name="python-$backend" || status=1

@@ -60,7 +60,7 @@ def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
     """`vjp`; `reusable=False` when vjp_fn runs once (grad, value_and_grad), which lets the
     tensorflow backend use a non-persistent tape."""
     B = backend_module()
-    if not hasattr(B, "vjp_flat"):
+    if not B.HAS_AUTODIFF:
         raise NotImplementedError(
             f"customgrad.vjp: the {B.__name__.rsplit('.', 1)[-1]!r} Keras backend has no autodiff; "
             f"gradients need jax, tensorflow or torch."
@@ -224,7 +224,7 @@ def jvp(f, primals, tangents, has_aux: bool = False):
             f"`{getattr(f, '__name__', f)}`; received {_tree.describe(primals)}."
         )
     B = backend_module()
-    if not hasattr(B, "vjp_flat"):
+    if not B.HAS_AUTODIFF:
         raise NotImplementedError(
             f"customgrad.jvp: the {B.__name__.rsplit('.', 1)[-1]!r} Keras backend has no "
             f"autodiff; derivatives need jax, tensorflow or torch."

@@ -16,6 +16,7 @@ import numpy as np
 from keras.src.backend import any_symbolic_tensors
 
 from . import _tree
+from .backends import AUTODIFF, NAMES
 from ._forward import call_forward_mode, forward_mode_option
 from ._variables import install as install_variable_recorder, variable_name
 from ._convention import (
@@ -26,7 +27,6 @@ from ._convention import (
     split_variable_grads,
 )
 
-_BACKENDS = ("jax", "tensorflow", "torch", "numpy")
 _backend_modules: dict = {}
 
 
@@ -35,10 +35,10 @@ def backend_module(name: str | None = None):
     name = name or keras.backend.backend()
     module = _backend_modules.get(name)
     if module is None:
-        if name not in _BACKENDS:
+        if name not in NAMES:
             raise NotImplementedError(
                 f"customgrad: the Keras backend {name!r} is not supported; expected one of "
-                f"{list(_BACKENDS)}."
+                f"{list(NAMES)}."
             )
         module = importlib.import_module(f"customgrad.backends.{name}")
         _backend_modules[name] = module
@@ -287,7 +287,7 @@ def _foreign_framework_in(error) -> str | None:
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__", "").partition(".")[0]
         framework = _tree.FRAMEWORKS.get(module)
-        if framework in ("jax", "tensorflow", "torch") and framework != backend:
+        if framework in AUTODIFF and framework != backend:
             return framework
         tb = tb.tb_next
     return None
@@ -308,7 +308,7 @@ def refuse_foreign(value, what: str, where) -> None:
     tf.exp inside f run on jax, say): the backend cannot differentiate it, and converting it would
     hide that the computation left the backend. `where()` names the place, for the message."""
     framework = _tree.framework_of(value)
-    if framework in ("jax", "tensorflow", "torch") and framework != keras.backend.backend():
+    if framework in AUTODIFF and framework != keras.backend.backend():
         raise foreign_framework_error(framework, f"{what} {_tree.describe(value)} as {where()}")
 
 
@@ -417,7 +417,7 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
             f"(output, grad_fn); received {_tree.describe(f)}."
         )
 
-    if keras.backend.backend() in _BACKENDS:
+    if keras.backend.backend() in NAMES:
         # Import the backend module now (the lookup stays at call time): an import inside
         # torch.compile's tracing would break the graph.
         backend_module()
@@ -431,7 +431,7 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
     def decorated(*args, **kwargs):
         backend = backend_module()
         try:
-            if not kwargs and backend.call_positional is not None:
+            if not kwargs and backend.HAS_FAST_PATH:
                 output = backend.call_positional(f, args)  # None: not a call of its kind
                 if output is not None:
                     return output

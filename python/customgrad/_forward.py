@@ -114,4 +114,4 @@ def call_forward_mode(backend, inv):
     """Runs a call of a `forward_mode=True` function: the backend's `call_forward_mode` where
     forward mode needs another construction (jax), else its usual `call` (torch and tensorflow
     derive JVPs from grad_fn for every function)."""
-    return getattr(backend, "call_forward_mode", backend.call)(inv)
+    return (backend.call_forward_mode if backend.FORWARD_MODE_OPT_IN else backend.call)(inv)

@@ -6,7 +6,7 @@ Containers are tuples (namedtuples too), lists and dicts (keys in sorted order, 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 
 def _is_namedtuple(x: Any) -> bool:
@@ -83,11 +83,6 @@ def _rebuild(structure: Any, it) -> Any:
             return type(structure)(*items)
         return type(structure)(items)
     return next(it)
-
-
-def map_leaves(fn: Callable, x: Any) -> Any:
-    """Applies `fn` to every leaf of `x`, keeping the structure."""
-    return unflatten(x, [fn(leaf) for leaf in flatten(x)])
 
 
 class StructureMismatch(ValueError):

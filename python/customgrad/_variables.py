@@ -106,6 +106,3 @@ def variable_name(variable) -> str:
         return name
     return f"a tensor of shape {tuple(variable.shape)}"
 
-
-def current_recorder() -> recording | None:
-    return getattr(_local, "recorder", None)

@@ -40,7 +40,7 @@ def structures(leaf):
 
 def to_tensors(shapes, dtype, seed):
     rng = np.random.default_rng(seed)
-    return _tree.map_leaves(
+    return keras.tree.map_structure(
         lambda shape: ops.cast(ops.convert_to_tensor(rng.uniform(-2, 2, size=shape.dims)), dtype),
         shapes,
     )
@@ -54,7 +54,7 @@ def forward(tree, scale):
 @customgrad.custom_gradient
 def analytic(tree, *, scale):
     def grad(dy):
-        return _tree.map_leaves(
+        return keras.tree.map_structure(
             lambda x: ops.cast(dy * scale, x.dtype) * (ops.cos(x) * x + ops.sin(x)), tree)
 
     return forward(tree, scale), grad

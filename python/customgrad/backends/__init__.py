@@ -1,8 +1,11 @@
-"""One small module per Keras backend. Each exposes the same names:
+"""One small module per Keras backend, each meeting the contract written in `_contract.py`.
 
-`tensor_value(leaf)` (the leaf as a backend tensor, or None if it is not a tensor), `is_tensor`,
-`is_float`, `spec(tensor)` and `zeros(spec)` (an output's shape and dtype, without its memory),
-`convert(grad, like)`, `static_shape`, `cast_like(grad, like)`, `float64_scope()`, `vjp_flat`
-(for customgrad.grad/vjp) and `call(invocation)`, which runs a `customgrad._core.Invocation`
-inside the backend's autodiff.
+`NAMES` is the one list of the backends customgrad supports; the core, the tests, the test
+scripts, the benchmarks and the walkthrough read it from here.
+
+>>> NAMES
+('jax', 'tensorflow', 'torch', 'numpy')
 """
+
+NAMES = ("jax", "tensorflow", "torch", "numpy")
+AUTODIFF = ("jax", "tensorflow", "torch")  # the backends with gradients (numpy: forward only)

@@ -29,7 +29,10 @@ from .._core import OutputSpec
 from .._variables import recording
 
 
-call_positional = None  # no separate fast path: every call takes `call`
+# capabilities (see _contract.py)
+HAS_AUTODIFF = True
+HAS_FAST_PATH = False
+FORWARD_MODE_OPT_IN = True
 _AD_TRACERS = (JVPTracer, LinearizeTracer)
 
 

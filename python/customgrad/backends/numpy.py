@@ -11,7 +11,10 @@ import numpy as np
 from .._core import OutputSpec
 
 
-call_positional = None  # no separate fast path: every call takes `call`
+# capabilities (see _contract.py)
+HAS_AUTODIFF = False
+HAS_FAST_PATH = False
+FORWARD_MODE_OPT_IN = False
 
 
 def tensor_value(leaf):

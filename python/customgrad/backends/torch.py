@@ -25,6 +25,12 @@ from .._core import Invocation, OutputSpec
 from .._variables import recording
 
 
+# capabilities (see _contract.py)
+HAS_AUTODIFF = True
+HAS_FAST_PATH = True
+FORWARD_MODE_OPT_IN = False
+
+
 def tensor_value(leaf):
     if isinstance(leaf, torch.Tensor):
         return leaf

@@ -1,0 +1,137 @@
+"""The contract every backend module (`customgrad.backends.<name>`) meets, written once.
+
+The core (`_core.py`, `_autodiff.py`, `_checker.py`, `_forward.py`) talks to a backend only
+through these names. Three capability constants say what a backend can do, instead of probing
+for attributes:
+
+* `HAS_AUTODIFF`: it takes gradients (jax, tensorflow, torch); then it also meets `Autodiff`.
+* `HAS_FAST_PATH`: `call_positional(f, args)` is worth trying before anything else (torch, whose
+  eager calls cost microseconds, so the general bookkeeping shows).
+* `FORWARD_MODE_OPT_IN`: forward mode needs `custom_gradient(f, forward_mode=True)`, which calls
+  `call_forward_mode(invocation)` (jax: a function is built on custom_jvp or custom_vjp, not
+  both); elsewhere forward mode is derived from grad_fn in `call`.
+
+`check(module)` lists how a module falls short (empty if it meets the contract); the tests run it
+on every backend.
+
+>>> import customgrad.backends.numpy as numpy_backend
+>>> check(numpy_backend)
+[]
+"""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Protocol
+
+
+class Backend(Protocol):
+    """What every backend defines."""
+
+    HAS_AUTODIFF: bool
+    HAS_FAST_PATH: bool
+    FORWARD_MODE_OPT_IN: bool
+
+    def tensor_value(self, leaf: Any) -> Any:
+        """The leaf as a backend tensor (a keras.Variable's value), or None if it is none."""
+
+    def is_tensor(self, x: Any) -> bool:
+        """Whether x is a tensor of this backend."""
+
+    def is_float(self, x: Any) -> bool:
+        """Whether tensor x is floating-point or complex (gets a gradient)."""
+
+    def sees_closures(self) -> bool:
+        """Whether f's closure cells may be read now (not while torch.compile traces)."""
+
+    def being_differentiated(self, x: Any, closed_over: bool = False) -> bool:
+        """Whether autodiff will differentiate x (for refusing keyword and closed-over
+        tensors; `closed_over`: x is in f's closure)."""
+
+    def spec(self, x: Any) -> Any:
+        """An `OutputSpec` of tensor x: what the backward needs of it, without its memory."""
+
+    def call(self, inv: Any) -> Any:
+        """Runs one call (a `_core.Invocation`) inside the backend's autodiff; returns f's
+        output, whose gradient is grad_fn's."""
+
+    def float64_scope(self) -> AbstractContextManager:
+        """A context in which float64 computations stay float64 (for the gradient checker)."""
+
+
+class Autodiff(Backend, Protocol):
+    """What a backend with `HAS_AUTODIFF` defines on top."""
+
+    def zeros(self, spec: Any) -> Any:
+        """Zeros of `spec`'s shape and dtype (the upstream of an output the loss does not use)."""
+
+    def convert(self, grad: Any, like: Any) -> Any:
+        """grad (a tensor, a keras.Variable, a number or numpy value) as a tensor like `like`."""
+
+    def static_shape(self, x: Any) -> tuple:
+        """x's shape, None for dimensions unknown while tracing."""
+
+    def cast_like(self, grad: Any, like: Any) -> Any:
+        """grad in like's dtype."""
+
+    def ones_like(self, x: Any) -> Any:
+        """Ones of x's shape and dtype."""
+
+    def vjp_flat(self, fn: Callable, values: list, reusable: bool = True) -> tuple:
+        """Runs fn(*values) -> output leaves; returns (outputs, back(cotangents) -> one gradient
+        per value). `reusable`: back may run more than once."""
+
+
+class FastPath(Protocol):
+    """What a backend with `HAS_FAST_PATH` defines on top."""
+
+    def call_positional(self, f: Callable, args: tuple) -> Any:
+        """f(*args) with no keyword arguments: f's output, or None (before f ran) when the call
+        is not of the kind this path takes, which then goes to `call`."""
+
+
+class ForwardModeOptIn(Protocol):
+    """What a backend with `FORWARD_MODE_OPT_IN` defines on top."""
+
+    def call_forward_mode(self, inv: Any) -> Any:
+        """`call` for a function decorated with forward_mode=True."""
+
+
+_CAPABILITIES = {"HAS_AUTODIFF": Autodiff, "HAS_FAST_PATH": FastPath,
+                 "FORWARD_MODE_OPT_IN": ForwardModeOptIn}
+
+
+def _members(protocol) -> dict:
+    """name -> the function a protocol declares (its own and its bases')."""
+    members = {}
+    for klass in reversed(protocol.__mro__):
+        if klass in (object, Protocol) or not issubclass(klass, Protocol):
+            continue
+        members.update({name: value for name, value in vars(klass).items()
+                        if inspect.isfunction(value) and not name.startswith("_")})
+    return members
+
+
+def check(module) -> list[str]:
+    """How `module` falls short of the contract: missing or non-bool capability constants,
+    missing functions, functions whose parameters differ from the contract's."""
+    problems = []
+    protocols = [Backend]
+    for constant, protocol in _CAPABILITIES.items():
+        value = getattr(module, constant, None)
+        if not isinstance(value, bool):
+            problems.append(f"{constant} must be True or False; it is {value!r}")
+        elif value:
+            protocols.append(protocol)
+    for protocol in protocols:
+        for name, declared in _members(protocol).items():
+            defined = getattr(module, name, None)
+            if not callable(defined):
+                problems.append(f"{name} is missing (required by {protocol.__name__})")
+                continue
+            expected = list(inspect.signature(declared).parameters)[1:]  # without self
+            got = list(inspect.signature(defined).parameters)
+            if got != expected:
+                problems.append(f"{name}{tuple(got)} should take {tuple(expected)}")
+    return problems

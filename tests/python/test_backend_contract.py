@@ -1,0 +1,58 @@
+"""Every backend module meets the contract written in customgrad/backends/_contract.py, and the
+one list of backends is the one everything reads."""
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from customgrad import backends
+from customgrad.backends import _contract
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", backends.NAMES)
+def test_backend_module_meets_the_contract(name):
+    module = importlib.import_module(f"customgrad.backends.{name}")
+    assert _contract.check(module) == []
+    assert module.HAS_AUTODIFF == (name in backends.AUTODIFF)
+
+
+def test_the_check_names_what_is_missing_or_mistyped():
+    class Incomplete:  # a module-like object: constants, and one function of the wrong shape
+        HAS_AUTODIFF, HAS_FAST_PATH, FORWARD_MODE_OPT_IN = True, "yes", False
+
+        @staticmethod
+        def tensor_value(leaf, extra):
+            return leaf
+
+    problems = _contract.check(Incomplete)
+    assert "HAS_FAST_PATH must be True or False; it is 'yes'" in problems
+    assert "tensor_value('leaf', 'extra') should take ('leaf',)" in problems
+    assert "vjp_flat is missing (required by Autodiff)" in problems
+    assert "call is missing (required by Backend)" in problems
+
+
+def test_the_core_uses_only_names_the_contract_declares():
+    """Every `backend.<name>` / `B.<name>` the core reads is declared in the contract."""
+    declared = set()
+    for protocol in (_contract.Backend, _contract.Autodiff, _contract.FastPath,
+                     _contract.ForwardModeOptIn):
+        declared |= set(_contract._members(protocol)) | set(inspect.get_annotations(protocol))
+    used = set()
+    for path in (ROOT / "python" / "customgrad").glob("*.py"):
+        used |= set(re.findall(r"\b(?:B|backend|self\.B|self\.backend)\.([A-Za-z_]+)\b",
+                               path.read_text()))
+    used -= {"backend", "common", "standardize_dtype", "float"}  # keras.backend.<...>
+    assert used - {"__name__"} <= declared, used - declared
+
+
+def test_backend_lists_agree_with_the_one_list():
+    """Where a list of backends must be spelled out (R's match.arg choices), it is the same."""
+    install_r = (ROOT / "R" / "install.R").read_text()
+    choices = re.search(r'install_customgrad <- function\(backend = c\(([^)]*)\)', install_r)
+    assert choices, "install_customgrad's backend choices not found in R/install.R"
+    assert tuple(re.findall(r'"(\w+)"', choices.group(1))) == backends.AUTODIFF
