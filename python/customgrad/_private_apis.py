@@ -1,0 +1,86 @@
+"""The one list of the private framework APIs customgrad reaches into, and why.
+
+Each backend module imports what it needs where it needs it (on the hot path a module attribute
+is the cheapest lookup); this list names every such API in one place, and
+`tests/python/test_private_apis.py` resolves each one, so that a framework release that moves
+one fails with the API's name, the framework version and the reason we need it, rather than
+with an AttributeError deep inside a call.
+
+>>> [api.framework for api in PRIVATE_APIS][:2]
+['keras', 'keras']
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import NamedTuple
+
+
+class PrivateAPI(NamedTuple):
+    framework: str  # the distribution whose version the error names
+    module: str  # the module to import
+    attribute: str  # a dotted attribute path inside it ("" for the module itself)
+    why: str
+
+
+PRIVATE_APIS = [
+    PrivateAPI("keras", "keras.src.backend", "any_symbolic_tensors",
+               "tells keras.Input-like arguments, to record one functional-graph node"),
+    PrivateAPI("keras", "keras.src.backend.common.variables", "Variable._maybe_autocast",
+               "every read of a keras.Variable goes through it: the variable recorder wraps it"),
+    PrivateAPI("keras", "keras.src.layers.layer", "Layer.add_loss",
+               "wrapped to count losses added inside a custom-gradient forward"),
+    PrivateAPI("keras", "keras.src.backend.common.stateless_scope", "get_stateless_scope",
+               "jax: the variable values of model.fit's stateless scope"),
+    PrivateAPI("keras", "keras.src.backend.common.stateless_scope", "in_stateless_scope",
+               "jax: whether a stateless scope is active"),
+    PrivateAPI("keras", "keras.src.backend.common.dtypes", "BIT64_TO_BIT32_DTYPE",
+               "the gradient checker's float64 promotion"),
+    PrivateAPI("jax", "jax._src.interpreters.ad", "JVPTracer",
+               "no public name tells an autodiff tracer (refusing closed-over tensors)"),
+    PrivateAPI("jax", "jax._src.interpreters.ad", "LinearizeTracer", "the same, for linearize"),
+    PrivateAPI("tensorflow", "tensorflow.python.eager.record", "stop_recording",
+               "no public API stops recording on every tape at once"),
+    PrivateAPI("tensorflow", "tensorflow.python.eager.record", "record_operation",
+               "eager calls are recorded on the tapes as one operation whose backward is grad_fn"),
+    PrivateAPI("tensorflow", "tensorflow.python.eager.record", "could_possibly_record",
+               "skips recording when no tape is active"),
+    PrivateAPI("tensorflow", "tensorflow.python.eager.record", "VariableWatcher",
+               "finds the tf.Variables f reads, as tf.custom_gradient does"),
+    PrivateAPI("tensorflow", "tensorflow.python", "pywrap_tfe.TFE_Py_PackJVPs",
+               "tells whether a forward accumulator watches a tensor"),
+    PrivateAPI("tensorflow", "tensorflow.python", "pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop",
+               "tells whether a tape watches a tensor"),
+    PrivateAPI("tensorflow", "tensorflow.python.ops.gradients_util", "PossibleTapeGradientTypes",
+               "tells whether tapes are nested (whether f's intermediates must stay recorded)"),
+    PrivateAPI("tensorflow", "tensorflow.python.ops.gradients_util",
+               "POSSIBLE_GRADIENT_TYPES_FIRST_ORDER", "the same"),
+    PrivateAPI("tensorflow", "tensorflow.python.ops.gradients_util",
+               "POSSIBLE_GRADIENT_TYPES_NONE", "the same"),
+    PrivateAPI("tensorflow", "tensorflow.python.framework.composite_tensor", "CompositeTensor",
+               "tells ragged and sparse tensors"),
+    PrivateAPI("torch", "torch", "_C._are_functorch_transforms_active",
+               "torch.func transforms need the autograd.Function form with setup_context"),
+    PrivateAPI("torch", "torch", "_C._autograd._get_current_graph_task_keep_graph",
+               "frees grad_fn's closure after its backward unless retain_graph=True"),
+    PrivateAPI("torch", "torch", "_C._autograd._get_sequence_nr",
+               "numbers the autograd nodes f makes (the hidden-parameter walk)"),
+    PrivateAPI("torch", "torch", "_C._functions.AccumulateGrad",
+               "tells the leaves the hidden-parameter walk reaches"),
+    PrivateAPI("torch", "torch", "_C._functorch.unwrap_if_dead",
+               "what autograd.Function.apply does to its arguments, on the fast path"),
+    PrivateAPI("torch", "torch", "_C._functorch.TransformType",
+               "tells nested forward-mode transforms (refused: torch would give a zero)"),
+    PrivateAPI("torch", "torch._functorch.pyfunctorch", "retrieve_all_functorch_interpreters",
+               "the same"),
+    PrivateAPI("torch", "torch.autograd.forward_ad", "_current_level",
+               "whether a dual level is open (one attribute read on the fast path)"),
+]
+
+
+def resolve(api: PrivateAPI):
+    """The object `api` names; raises ImportError or AttributeError naming it otherwise."""
+    obj = importlib.import_module(api.module)
+    for name in filter(None, api.attribute.split(".")):
+        obj = getattr(obj, name)
+    return obj
