@@ -34,7 +34,7 @@ import impls  # noqa: E402
 
 KINDS = ["autodiff", "native", "keras", "customgrad"]
 # timed in eager mode only: the native mechanism on the backend's own ops (no keras.ops dispatch)
-EAGER_KINDS = KINDS + ["native_raw"]
+EAGER_KINDS = KINDS + ["native_raw", "floor"]  # floor: torch only (see impls)
 METRICS = ["eager_tiny", "eager_large", "compiled_large", "peak_memory", "peak_memory_stack",
            "retained_memory", "compiled_program"]
 DEPTH = 16  # calls in the stack of peak_memory_stack

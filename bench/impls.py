@@ -7,6 +7,12 @@
               of that framework writes without Keras (eager timings only)
   keras       keras.ops.custom_gradient (its backend-agnostic idiom)
   customgrad  customgrad.custom_gradient
+  floor       (torch, eager timings only) customgrad's mechanism with none of customgrad's code:
+              f runs with autograd on, its outputs are detached and re-attached to the inputs by
+              an autograd.Function whose backward calls grad_fn. This is what double backward
+              through grad_fn and finding the parameters f reads need; keras.ops.custom_gradient
+              and a hand-written autograd.Function run f under no_grad instead, which is cheaper
+              and gets neither.
 
 Functions: softplus (log1pexp), memory-efficient swish (the backward keeps only x and recomputes
 the sigmoid), and a 3-input / 2-output function. Every variant computes the same values and
@@ -262,6 +268,36 @@ def _native_raw_torch():
     return {"softplus": Softplus.apply, "swish": Swish.apply, "three": Three.apply}
 
 
+def _floor_torch():
+    import torch
+
+    class Attach(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, backward, outputs, *inputs):
+            ctx.backward = backward
+            return tuple(outputs)
+
+        @staticmethod
+        def backward(ctx, *cotangents):
+            return (None, None) + tuple(ctx.backward(cotangents))
+
+    # Function.apply minus its argument binding, as customgrad calls it
+    attach = super(torch.autograd.Function, Attach).apply
+
+    def softplus(x):
+        y, e = softplus_fwd(x)
+        return attach(lambda c: (softplus_bwd(e, c[0]),), [y.detach()], x)[0]
+
+    def swish(x):
+        return attach(lambda c: (swish_bwd(x, c[0]),), [swish_fwd(x).detach()], x)[0]
+
+    def three(a, b, c):
+        u, v = three_fwd(a, b, c)
+        return attach(lambda g: three_bwd(a, b, c, *g), [u.detach(), v.detach()], a, b, c)
+
+    return {"softplus": softplus, "swish": swish, "three": three}
+
+
 def implementations():
     """{kind: {function name: callable}} for the active backend."""
     native = {"jax": _native_jax, "tensorflow": _native_tensorflow, "torch": _native_torch}
@@ -274,6 +310,7 @@ def implementations():
         "native_raw": raw[BACKEND](),
         "keras": _with_custom_gradient(ops.custom_gradient, _agnostic),
         "customgrad": _with_custom_gradient(customgrad.custom_gradient, _plain),
+        **({"floor": _floor_torch()} if BACKEND == "torch" else {}),
     }
 
 

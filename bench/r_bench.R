@@ -96,6 +96,9 @@ cat(sprintf("| the same R step on bare reticulate calls (no customgrad R code), 
 cat(sprintf("| ratio R / Python (median of per-round ratios, min-max) | %s |\n", paired("r", "python")))
 cat(sprintf("| floor: bare reticulate step / Python | %s |\n", paired("raw", "python")))
 cat(sprintf("| customgrad's R layer: R / bare reticulate step | %s |\n", paired("r", "raw")))
+layer_ratio <- median(secs[, "r"] / secs[, "raw"])
+cat(sprintf("| target: customgrad's R layer <= 1.15x the bare reticulate step | %s |\n",
+            if (layer_ratio <= 1.15) "MET" else sprintf("MISSED (%.2fx)", layer_ratio)))
 cat(sprintf("| one keras op called from R through reticulate (`keras.ops.exp`), ms | %s |\n", ms(secs[, "op"])))
 cat(sprintf("| one Python -> R callback (`(lambda f, x: f(x))(r_identity, x)`), ms | %s |\n", ms(secs[, "callback"])))
 if (backend == "torch") {

@@ -28,6 +28,9 @@ def test_bench_quick_run_prints_ratios_and_verdicts(tmp_path):
     assert "| native, raw ops |" in text and "customgrad / native, raw ops" in text
     softplus_row = next(line for line in text.splitlines() if line.startswith("| torch | softplus |"))
     assert "not timed" not in softplus_row
+    # customgrad's mechanism without customgrad's code is timed beside it (torch, eager)
+    assert "| design floor |" in text and "customgrad / design floor" in text
+    assert "note eager_tiny: design floor / keras " in text
     # keras.ops.custom_gradient cannot do 3 inputs / 2 outputs on torch; customgrad can
     assert "fails: TypeError" in text
     assert "customgrad fails" not in text
