@@ -1,33 +1,35 @@
 """Nested structures: flatten, rebuild, and match a returned structure against an expected one.
 
-Containers are tuples (namedtuples too), lists and dicts (keys in sorted order, as in
-`keras.tree`); everything else is a leaf, `None` included.
+Containers are tuples (namedtuples too), lists, dicts (keys in sorted order; an OrderedDict's in
+its own order) and deques, as in `keras.tree`; everything else is a leaf, `None` included. The
+walks are optree's, in a namespace of customgrad's own.
 """
 
 from __future__ import annotations
 
+import collections
+import threading
 from typing import Any
+
+import optree
+
+_CONTAINERS = (list, tuple, dict, collections.deque)  # what optree flattens
+_NAMESPACE = "customgrad"
+_registered: set[type] = set()
+_registering = threading.Lock()
 
 
 def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
-def _children(x: Any) -> list | None:
-    if isinstance(x, (list, tuple)):
-        return list(x)
-    if isinstance(x, dict):
-        return [x[k] for k in sorted(x)]
-    return None
-
-
 def is_leaf(x: Any) -> bool:
-    """Whether `x` is a leaf (not a list, tuple or dict).
+    """Whether `x` is a leaf (not a list, tuple, dict or deque).
 
     >>> is_leaf(1.0), is_leaf([1.0])
     (True, False)
     """
-    return not isinstance(x, (list, tuple, dict))
+    return not isinstance(x, _CONTAINERS)
 
 
 def all_leaves(xs) -> bool:
@@ -37,7 +39,7 @@ def all_leaves(xs) -> bool:
     (True, False)
     """
     for x in xs:
-        if isinstance(x, (list, tuple, dict)):
+        if isinstance(x, _CONTAINERS):
             return False
     return True
 
@@ -48,13 +50,12 @@ def flatten(x: Any) -> list:
     >>> flatten({"b": [1, 2], "a": (3, None)})
     [3, None, 1, 2]
     """
-    children = _children(x)
-    if children is None:
+    if not isinstance(x, _CONTAINERS):
         return [x]
-    leaves = []
-    for child in children:
-        leaves.extend(flatten(child))
-    return leaves
+    if type(x) in (tuple, list) and all_leaves(x):
+        return list(x)  # the common flat case, faster without a treespec
+    leaves = optree.tree_leaves(x, none_is_leaf=True, namespace=_NAMESPACE)
+    return leaves if all_leaves(leaves) else _flatten(x)[0]
 
 
 def unflatten(structure: Any, leaves: list) -> Any:
@@ -63,26 +64,54 @@ def unflatten(structure: Any, leaves: list) -> Any:
     >>> unflatten({"a": 0, "b": [0, 0]}, [1, 2, 3])
     {'a': 1, 'b': [2, 3]}
     """
-    if len(leaves) == 1 and not isinstance(structure, (list, tuple, dict)):
+    if len(leaves) == 1 and not isinstance(structure, _CONTAINERS):
         return leaves[0]  # the common single-tensor case
-    it = iter(leaves)
-    result = _rebuild(structure, it)
-    rest = list(it)
-    if rest:
-        raise ValueError(f"unflatten: {len(rest)} leaves left over")
-    return result
+    if type(structure) in (tuple, list) and len(leaves) == len(structure) \
+            and all_leaves(structure):
+        return type(structure)(leaves)  # the common flat case
+    return optree.tree_unflatten(_flatten(structure)[1], leaves)
 
 
-def _rebuild(structure: Any, it) -> Any:
-    if isinstance(structure, dict):
-        values = {k: _rebuild(structure[k], it) for k in sorted(structure)}
-        return type(structure)((k, values[k]) for k in structure)
-    if isinstance(structure, (list, tuple)):
-        items = [_rebuild(child, it) for child in structure]
-        if _is_namedtuple(structure):
-            return type(structure)(*items)
-        return type(structure)(items)
-    return next(it)
+def _flatten(x: Any, with_paths: bool = False) -> tuple:
+    """optree's `tree_flatten` (or `tree_flatten_with_path`) of `x`, `None` a leaf.
+
+    optree knows list, tuple, dict, deque, namedtuples, OrderedDict and defaultdict, not other
+    subclasses (keras's TrackedList, a user's own dict): a leaf that is an instance of one of
+    those has its class registered here and `x` is flattened again, so that every value
+    `is_leaf` calls a container is flattened as one.
+    """
+    flatten_fn = optree.tree_flatten_with_path if with_paths else optree.tree_flatten
+    while True:
+        result = flatten_fn(x, none_is_leaf=True, namespace=_NAMESPACE)
+        if all_leaves(result[-2]):
+            return result
+        with _registering:
+            for cls in {type(leaf) for leaf in result[-2] if isinstance(leaf, _CONTAINERS)}:
+                if cls not in _registered:
+                    _register(cls)
+                    _registered.add(cls)
+
+
+def _register(cls: type) -> None:
+    """Registers a subclass of list, tuple, dict or deque, flattened and rebuilt as its base
+    class is."""
+    if issubclass(cls, dict):
+        def flatten_dict(d):
+            keys = sorted(d)
+            return [d[k] for k in keys], (keys, list(d)), keys
+
+        def unflatten_dict(metadata, children):
+            keys, order = metadata  # the leaves in sorted key order, the keys in the original's
+            values = dict(zip(keys, children))
+            return cls((k, values[k]) for k in order)
+
+        optree.register_pytree_node(cls, flatten_dict, unflatten_dict, namespace=_NAMESPACE)
+    elif hasattr(cls, "_fields"):
+        optree.register_pytree_node(cls, lambda t: (list(t), None),
+                                    lambda _, children: cls(*children), namespace=_NAMESPACE)
+    else:
+        optree.register_pytree_node(cls, lambda s: (list(s), None),
+                                    lambda _, children: cls(children), namespace=_NAMESPACE)
 
 
 class StructureMismatch(ValueError):
@@ -159,43 +188,55 @@ def describe(x: Any) -> str:
 def match(value: Any, structure: Any, path: str = "") -> list:
     """Returns the leaves of `value` aligned with the leaves of `structure`.
 
-    `None` stands for a whole subtree (every leaf under it becomes None).
+    `None` stands for a whole subtree (every leaf under it becomes None); a list may stand for a
+    tuple and the other way round.
 
-    >>> match([1, None], [0, {"a": 0, "b": 0}])
+    >>> match([1, None], (0, {"a": 0, "b": 0}))
     [1, None, None]
     """
+    if type(structure) in (tuple, list) and isinstance(value, (tuple, list)) \
+            and len(value) == len(structure) and all_leaves(structure) and all_leaves(value):
+        return list(value)  # the common flat case
+    if value is not None and isinstance(structure, _CONTAINERS):
+        leaves, treespec = _flatten(value)
+        if treespec == _flatten(structure)[1]:
+            return leaves
+    return _match(value, structure, path)
+
+
+def _match(value: Any, structure: Any, path: str) -> list:
+    """`match` where the two treespecs differ: walks both, one level at a time."""
     if value is None:
         return [None] * len(flatten(structure))
-    children = _children(structure)
-    if children is None:
-        if _children(value) is not None:
+    if is_leaf(structure):
+        if isinstance(value, _CONTAINERS):
             raise StructureMismatch(path, "a single tensor", describe(value))
         return [value]
+    children, _, keys, _ = optree.tree_flatten_one_level(structure, none_is_leaf=True,
+                                                         namespace=_NAMESPACE)
     if isinstance(structure, dict):
-        if not isinstance(value, dict) or sorted(value) != sorted(structure):
+        if not isinstance(value, dict) or value.keys() != structure.keys():
             raise StructureMismatch(path, describe(structure), describe(value))
-        leaves = []
-        for key in sorted(structure):
-            leaves.extend(match(value[key], structure[key], f"{path}[{key!r}]"))
-        return leaves
-    if not isinstance(value, (list, tuple)) or len(value) != len(structure):
+        values = [value[k] for k in keys]
+    elif isinstance(value, (list, tuple)) and len(value) == len(structure):
+        values = value  # a list may stand for a tuple, and either for a deque
+    else:
         raise StructureMismatch(path, describe(structure), describe(value))
     leaves = []
-    for i, (v, s) in enumerate(zip(value, structure)):
-        leaves.extend(match(v, s, f"{path}[{i}]"))
+    for key, v, s in zip(keys, values, children):
+        leaves.extend(_match(v, s, f"{path}[{key!r}]"))
     return leaves
 
 
 def leaf_paths(structure: Any, path: str = "") -> list[str]:
-    """The path of every leaf of `structure`, in `flatten` order."""
-    children = _children(structure)
-    if children is None:
+    """The path of every leaf of `structure`, in `flatten` order.
+
+    >>> leaf_paths(({"b": 0, "a": [0, None]},), "args")
+    ["args[0]['a'][0]", "args[0]['a'][1]", "args[0]['b']"]
+    """
+    if not isinstance(structure, _CONTAINERS):
         return [path]
-    if isinstance(structure, dict):
-        keys = [f"[{k!r}]" for k in sorted(structure)]
-    else:
-        keys = [f"[{i}]" for i in range(len(structure))]
-    paths = []
-    for key, child in zip(keys, children):
-        paths.extend(leaf_paths(child, path + key))
-    return paths
+    if type(structure) in (tuple, list) and all_leaves(structure):
+        return [f"{path}[{i}]" for i in range(len(structure))]  # the common flat case
+    paths = _flatten(structure, with_paths=True)[0]
+    return [path + "".join([f"[{key!r}]" for key in keys]) for keys in paths]
