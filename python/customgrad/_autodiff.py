@@ -12,7 +12,7 @@ import functools
 import keras
 
 from . import _tree
-from ._convention import CustomGradientError
+from ._messages import CustomGradientError
 from ._core import backend_module
 
 
