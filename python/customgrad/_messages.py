@@ -274,3 +274,121 @@ def tf_reference_variable(f) -> CustomGradientError:
         f"{_CG}: `{fn_name(f)}` uses a reference (non-resource) variable, which a custom "
         f"gradient cannot route to grad_fn; create it as a resource variable (TensorFlow 2's "
         f"default; use_resource=True in a variable_scope).")
+
+
+# -- customgrad.grad, value_and_grad, vjp, jvp, hvp (they name f by its plain __name__) ------------
+
+def _plain(f) -> str:
+    return fn_name(f, qualified=False)
+
+
+def aux_not_a_pair(who: str, f, result) -> TypeError:
+    return TypeError(
+        f"{who}: with has_aux=True, `{_plain(f)}` must return a pair (output, aux); received "
+        f"{_tree.describe(result)}.")
+
+
+def no_autodiff(who: str, backend: str, what: str) -> NotImplementedError:
+    """`what`: "gradients" or "derivatives"."""
+    return NotImplementedError(
+        f"{who}: the {backend!r} Keras backend has no autodiff; {what} need jax, tensorflow or "
+        f"torch.")
+
+
+def cotangent_structure(mismatch) -> ValueError:
+    return ValueError(
+        f"customgrad.vjp: the cotangents must have the structure of the outputs; {mismatch}")
+
+
+def bad_argnums(argnums) -> TypeError:
+    return TypeError(
+        f"customgrad.value_and_grad: argnums must be an int or a non-empty tuple of ints; "
+        f"received {argnums!r}.")
+
+
+def argnums_out_of_range(argnums, n: int, f, n_args: int) -> ValueError:
+    return ValueError(
+        f"customgrad.grad: argnums {argnums!r} refers to positional argument {n}, but "
+        f"`{_plain(f)}` was called with {n_args}.")
+
+
+def not_a_scalar(f, out) -> TypeError:
+    return TypeError(
+        f"customgrad.grad: `{_plain(f)}` must return a float scalar (shape ()) to take its "
+        f"gradient; received {_tree.describe(out)}. Use customgrad.vjp for non-scalar outputs.")
+
+
+def nothing_to_differentiate(n: int, f, arg) -> TypeError:
+    return TypeError(
+        f"customgrad.grad: argument {n} of `{_plain(f)}` must contain a floating-point value to "
+        f"differentiate with respect to; received {_tree.describe(arg)}. Pass floats (3.0, "
+        f"np.float32(3.0), a float tensor).")
+
+
+def primals_not_a_tuple(who: str, f, primals, non_empty: bool = False) -> TypeError:
+    kind = "a non-empty tuple" if non_empty else "a tuple"
+    return TypeError(
+        f"{who}: primals must be {kind} of the positional arguments of `{_plain(f)}`; received "
+        f"{_tree.describe(primals)}.")
+
+
+def tangent_structure(primals, tangents, mismatch) -> ValueError:
+    return ValueError(
+        f"customgrad.jvp: tangents must have the structure of primals "
+        f"({_tree.describe(primals)}); received {_tree.describe(tangents)} ({mismatch}).")
+
+
+def tangent_shape(where: str, shape, primal_shape) -> ValueError:
+    return ValueError(
+        f"customgrad.jvp: the tangent of {where} has shape {tuple(shape)}, but the primal has "
+        f"shape {tuple(primal_shape)}; each tangent must have its primal's shape.")
+
+
+def jvp_of_reverse_only(f, error) -> CustomGradientError:
+    return CustomGradientError(
+        f"customgrad.jvp: `{_plain(f)}` calls a custom-gradient function built for reverse mode "
+        f"only; on jax, forward mode needs customgrad.custom_gradient(..., forward_mode=True) "
+        f"({error})")
+
+
+# -- customgrad.check_gradients -----------------------------------------------------------------
+
+_CHECK = "customgrad.check_gradients"
+
+
+def check_no_float_argument(f, args) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: `{fn_name(f)}` has no floating-point tensor among its positional arguments; "
+        f"received {[_tree.describe(a) for a in args]}.")
+
+
+def check_composite_argument(where: str, f, spec) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: {where} of `{fn_name(f)}` is {_tree.describe(spec)}; finite differences need "
+        f"dense tensors. Check a function of its (flat) values instead, one that rebuilds it "
+        f"inside.")
+
+
+def check_option(name: str, expected: str, value) -> ValueError:
+    """`expected`: as "1 or 2", "a non-empty tuple of 'rev' and 'fwd'"."""
+    return ValueError(f"{_CHECK}: {name} must be {expected}; received {value!r}.")
+
+
+def check_jacobian_too_large(n_in: int, n_out: int) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: jacobian=True is for small inputs (inputs x outputs <= 4096); received "
+        f"{n_in} input and {n_out} output elements.")
+
+
+def check_not_custom(f) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: against='autodiff' needs a function decorated with "
+        f"customgrad.custom_gradient; received `{fn_name(f)}`, which is not.")
+
+
+def check_failed(report) -> str:
+    """(text) The summary line of a failed check, then the whole report."""
+    first = report.failures[0]
+    return (f"{_CHECK}: the gradient of `{report.function}` is wrong: {first.name} failed at "
+            f"{first.where}: error {first.error:.4g} > allowed {first.allowed:.4g} "
+            f"({len(report.failures)} of {len(report.checks)} checks failed).\n{report}")
