@@ -27,7 +27,7 @@ from . import _messages as msg, _tree
 from ._convention import call_grad_fn
 from ._spec import OutputSpec
 from ._variables import variable_name
-from .backends import AUTODIFF
+from .backends import AUTODIFF  # the list of names only: no backend module
 
 
 class Call:

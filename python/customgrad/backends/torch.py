@@ -113,6 +113,7 @@ class _Link(torch.autograd.Function):
 
 
 _keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
+_THIS_MODULE = sys.modules[__name__]  # the backend helpers the core's checks use
 
 # autograd.Function.apply binds arguments for setup_context and unwraps functorch tensors before
 # it calls this; _Link has no setup_context, and the fast path runs without functorch transforms
@@ -214,7 +215,7 @@ def call_positional(f, args):
     if simple and not rec.variables and callable(result[1]):
         hidden = _hidden_leaves(outputs, args, (), start)
     if hidden is None or hidden:
-        arguments = Call(f, args, {}, _this_module(), tensors_only=True)
+        arguments = Call(f, args, {}, _THIS_MODULE, tensors_only=True)
         return _link(arguments, rec, *arguments.accept(result), start, hidden)
     grad_fn = result[1]
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
@@ -230,13 +231,13 @@ def call_positional(f, args):
         upstream = cotangents[0] if container is None else container(cotangents)
         positional, keywords, _ = upstream_arguments(grad_fn, f, upstream, upstream)
         grads = grad_fn(*positional, **keywords)
-        checked = plain_gradients(grads, in_specs, _this_module())
+        checked = plain_gradients(grads, in_specs, _THIS_MODULE)
         if checked is not None:
             return checked
         # the general rules (autograd hands over one cotangent per output, with that output's
         # shape, dtype and device)
         out_specs = [OutputSpec(c.shape, c.dtype, c.device, True) for c in cotangents]
-        return check_gradients(plain_backward(f, grad_fn, _this_module(), in_specs, out_specs,
+        return check_gradients(plain_backward(f, grad_fn, _THIS_MODULE, in_specs, out_specs,
                                               container), grads)[0]
 
     # what Function.apply ends in, without its checks for the cases ruled out above
@@ -286,10 +287,6 @@ def _check_versions(versions, f):
     for name, tensor, version in versions:
         if tensor._version != version:
             raise msg.torch_modified_in_place(f, name, tensor.shape, version, tensor._version)
-
-
-def _this_module():
-    return sys.modules[__name__]
 
 
 def _link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=False):
