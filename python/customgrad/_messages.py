@@ -1,4 +1,5 @@
-"""Every message customgrad's custom-gradient machinery raises, built in one place.
+"""Every message customgrad raises (custom_gradient, grad/vjp/jvp, check_gradients, ops, layers),
+built in one place.
 
 Each builder returns the exception to raise (or, where a framework needs the text itself, the
 text); `tests/python/test_messages.py` pins each whole message. Names of functions come from one
@@ -276,6 +277,12 @@ def tf_reference_variable(f) -> CustomGradientError:
         f"default; use_resource=True in a variable_scope).")
 
 
+def tf_vjp_composite(value, supported: str) -> TypeError:
+    return TypeError(
+        f"customgrad.vjp: cannot differentiate with respect to a {type(value).__name__}; on "
+        f"tensorflow the values may be {supported}.")
+
+
 # -- customgrad.grad, value_and_grad, vjp, jvp, hvp (they name f by its plain __name__) ------------
 
 def _plain(f) -> str:
@@ -392,3 +399,48 @@ def check_failed(report) -> str:
     return (f"{_CHECK}: the gradient of `{report.function}` is wrong: {first.name} failed at "
             f"{first.where}: error {first.error:.4g} > allowed {first.allowed:.4g} "
             f"({len(report.failures)} of {len(report.checks)} checks failed).\n{report}")
+
+
+# -- customgrad.ops and customgrad.layers: their options ----------------------------------------
+
+def clip_bounds(min_value, max_value) -> ValueError:
+    return ValueError(
+        f"customgrad.ops.clip_gradient: min_value must be <= max_value; received "
+        f"min_value={min_value}, max_value={max_value}.")
+
+
+def clip_norm(max_norm) -> ValueError:
+    return ValueError(
+        f"customgrad.ops.clip_gradient_norm: max_norm must be > 0; received {max_norm}.")
+
+
+def layer_not_a_number(layer: str, name: str, value) -> TypeError:
+    return TypeError(f"customgrad.layers.{layer}: {name} must be a number; received {value!r}.")
+
+
+def layer_not_positive(layer: str, name: str, value) -> ValueError:
+    return ValueError(f"customgrad.layers.{layer}: {name} must be > 0; received {value!r}.")
+
+
+def clip_layer_without_bounds() -> ValueError:
+    return ValueError(
+        "customgrad.layers.ClipGradient: give min_value and max_value, max_norm, or both; "
+        "received none of them.")
+
+
+def clip_layer_half_bounds(min_value, max_value) -> ValueError:
+    return ValueError(
+        f"customgrad.layers.ClipGradient: min_value and max_value go together; received "
+        f"min_value={min_value!r}, max_value={max_value!r}.")
+
+
+def quantizer_levels(levels) -> ValueError:
+    return ValueError(
+        f"customgrad.layers.StraightThroughQuantizer: levels must be an int >= 2; received "
+        f"{levels!r}.")
+
+
+def quantizer_range(min_value, max_value) -> ValueError:
+    return ValueError(
+        f"customgrad.layers.StraightThroughQuantizer: max_value must be > min_value; received "
+        f"min_value={min_value!r}, max_value={max_value!r}.")

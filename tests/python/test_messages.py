@@ -367,6 +367,14 @@ def test_tf_reference_variable():
     ))
 
 
+def test_tf_vjp_composite():
+    error = msg.tf_vjp_composite(Report(), 'tf.Tensor or tf.RaggedTensor')
+    _pin(error, TypeError, (
+        'customgrad.vjp: cannot differentiate with respect to a Report; on tensorflow the values '
+        'may be tf.Tensor or tf.RaggedTensor.'
+    ))
+
+
 def test_aux_not_a_pair():
     error = msg.aux_not_a_pair('customgrad', lambda x: x, 1.0)
     _pin(error, TypeError, (
@@ -503,4 +511,64 @@ def test_check_failed():
     _pin(error, str, (
         'customgrad.check_gradients: the gradient of `f` is wrong: VJP vs finite differences '
         'failed at args[0]: error 0.5 > allowed 0.001 (1 of 2 checks failed).\n(the report)'
+    ))
+
+
+def test_clip_bounds():
+    error = msg.clip_bounds(1.0, -1.0)
+    _pin(error, ValueError, (
+        'customgrad.ops.clip_gradient: min_value must be <= max_value; received min_value=1.0, '
+        'max_value=-1.0.'
+    ))
+
+
+def test_clip_norm():
+    error = msg.clip_norm(0.0)
+    _pin(error, ValueError, (
+        'customgrad.ops.clip_gradient_norm: max_norm must be > 0; received 0.0.'
+    ))
+
+
+def test_layer_not_a_number():
+    error = msg.layer_not_a_number('GradientScale', 'scale', '2')
+    _pin(error, TypeError, (
+        "customgrad.layers.GradientScale: scale must be a number; received '2'."
+    ))
+
+
+def test_layer_not_positive():
+    error = msg.layer_not_positive('ClipGradient', 'max_norm', -1.0)
+    _pin(error, ValueError, (
+        'customgrad.layers.ClipGradient: max_norm must be > 0; received -1.0.'
+    ))
+
+
+def test_clip_layer_without_bounds():
+    error = msg.clip_layer_without_bounds()
+    _pin(error, ValueError, (
+        'customgrad.layers.ClipGradient: give min_value and max_value, max_norm, or both; '
+        'received none of them.'
+    ))
+
+
+def test_clip_layer_half_bounds():
+    error = msg.clip_layer_half_bounds(-1.0, None)
+    _pin(error, ValueError, (
+        'customgrad.layers.ClipGradient: min_value and max_value go together; received '
+        'min_value=-1.0, max_value=None.'
+    ))
+
+
+def test_quantizer_levels():
+    error = msg.quantizer_levels(1)
+    _pin(error, ValueError, (
+        'customgrad.layers.StraightThroughQuantizer: levels must be an int >= 2; received 1.'
+    ))
+
+
+def test_quantizer_range():
+    error = msg.quantizer_range(1.0, 0.0)
+    _pin(error, ValueError, (
+        'customgrad.layers.StraightThroughQuantizer: max_value must be > min_value; received '
+        'min_value=1.0, max_value=0.0.'
     ))

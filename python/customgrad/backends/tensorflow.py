@@ -544,9 +544,7 @@ def vjp_flat(fn, values, reusable=True):
     for v in values:
         if isinstance(v, CompositeTensor) and not isinstance(
                 v, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
-            raise TypeError(
-                f"customgrad.vjp: cannot differentiate with respect to a {type(v).__name__}; "
-                f"on tensorflow the values may be {_SUPPORTED}.")
+            raise msg.tf_vjp_composite(v, _SUPPORTED)
     sources = [_component(v) for v in values]
     with tf.GradientTape(persistent=reusable) as tape:
         for v in sources:
