@@ -2,11 +2,12 @@
 is checked.
 
 The entry point (`_core.custom_gradient`) reads the arguments once into a `Call`. The backend
-runs f through `Call.forward(values)`, which returns f's output, its leaves and a `Backward`:
-an immutable object holding only what grad_fn's call needs (f, grad_fn, the structure and specs
-of the arguments and of the output: no tensor). The backend hands the upstream gradients to
-`backward(cotangents, variables, variable_values)`, which calls grad_fn and returns checked
-gradients. This module imports no backend: a backend's helpers arrive as an argument.
+runs f through `Call.forward(values)`, which returns f's output, its leaves and a `Backward`: an
+object, never changed once built, holding only what grad_fn's call needs (f, grad_fn, the
+structures and specs of the arguments and of the output, not their tensors). The backend hands
+the upstream gradients to `backward(cotangents, variables, variable_values)`, which calls grad_fn
+and returns checked gradients. This module imports no backend: the backend's helpers arrive as an
+argument.
 
 >>> import keras
 >>> from customgrad import _core
@@ -97,17 +98,17 @@ class Call:
         output_specs = [spec(o) if is_tensor(o) else None for o in leaves]
         input_specs = [spec(v) for v in self.tensor_values]
         return output, leaves, Backward(
-            self.f, grad_fn, self.backend, self._with_leaves(input_specs)[0], self.arg_is_tensor,
+            self.f, grad_fn, self.backend, self._arguments(input_specs)[0], self.arg_is_tensor,
             self.tensor_index, input_specs, self.differentiable,
-            _with_leaves(output, leaves, output_specs), output_specs)
+            rebuild(output, output_specs), output_specs)
 
     def _run(self, tensor_values):
         if self.all_tensors and self.flat:
             return self.f(*tensor_values)
-        args, kwargs = self._with_leaves(tensor_values)
+        args, kwargs = self._arguments(tensor_values)
         return self.f(*args, **kwargs)
 
-    def _with_leaves(self, tensor_values) -> tuple[tuple, dict]:
+    def _arguments(self, tensor_values) -> tuple[tuple, dict]:
         """(args, kwargs) with the tensor leaves replaced by `tensor_values`."""
         if self.all_tensors:
             leaves = list(tensor_values)
@@ -118,13 +119,6 @@ class Call:
         if self.flat:
             return tuple(leaves), {}
         return _tree.unflatten(self.structure, leaves)
-
-
-def _with_leaves(structure, leaves: list, new_leaves: list):
-    """`structure` (whose leaves are `leaves`) with `new_leaves` instead."""
-    if len(leaves) == 1 and _tree.is_leaf(structure):
-        return new_leaves[0]
-    return _tree.unflatten(structure, new_leaves)
 
 
 class Backward:
@@ -216,7 +210,7 @@ def check_forward(f, result, backend) -> tuple[object, list, object]:
     if not all([is_tensor(o) for o in leaves]):
         leaves = [o if is_tensor(o) else _output_leaf(f, o, output, j)
                   for j, o in enumerate(leaves)]
-        output = _with_leaves(output, leaves, leaves)
+        output = rebuild(output, leaves)
     return output, leaves, grad_fn
 
 
@@ -226,7 +220,7 @@ def _output_leaf(f, leaf, output, j):
     (None, strings) stays as it is and gets no gradient."""
     if isinstance(leaf, _NUMBERS) or _tree.framework_of(leaf) in ("numpy", "keras"):
         return keras.ops.convert_to_tensor(leaf)
-    refuse_foreign(leaf, f"`{msg.fn_name(f)}` returned",
+    refuse_foreign(leaf, msg.returned(f"`{msg.fn_name(f)}`"),
                    lambda: _tree.leaf_paths(output, "output")[j])
     return leaf
 
@@ -332,10 +326,10 @@ def _checked(backward: Backward, grad, spec, where):
         return _tree.leaf_paths(backward.args, "args")[where] if isinstance(where, int) else where
 
     if not B.is_tensor(grad):
-        refuse_foreign(grad, msg.gradient_returned(f, grad_fn) + " returned", place)
+        refuse_foreign(grad, msg.returned(msg.grad_fn_of(f, grad_fn)), place)
     grad = B.convert(grad, spec)
     if isinstance(spec, OutputSpec) and spec.check_gradient is not None:
-        return spec.check_gradient(grad, msg.gradient_returned(f, grad_fn), place())
+        return spec.check_gradient(grad, msg.grad_fn_of(f, grad_fn), place())
     if grad.shape == spec.shape and grad.dtype == spec.dtype:
         return grad  # the common case; what follows would accept it unchanged
     g_shape = B.static_shape(grad)

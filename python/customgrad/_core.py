@@ -60,7 +60,7 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
     for key in kwargs:
         for leaf in _tree.flatten(kwargs[key]):
             if backend.being_differentiated(leaf):
-                found = f"the tensor passed by keyword `{key}`"
+                found = msg.keyword_input(key)
                 break
     if found is None and check_closure:
         for name, cell in zip(f.__code__.co_freevars, f.__closure__):
@@ -69,7 +69,7 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
             except ValueError:  # an empty cell: a name not assigned yet
                 continue
             if backend.being_differentiated(value, closed_over=True):
-                found = f"the tensor `{name}` it closes over"
+                found = msg.closed_over_input(name)
                 break
     if found is not None:
         raise msg.hidden_input(f, found)

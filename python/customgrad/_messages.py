@@ -69,9 +69,18 @@ def forward_mode_option(where: str, value) -> TypeError:
         f"({type(value).__name__}).")
 
 
+def keyword_input(key: str) -> str:
+    """A tensor passed to f by keyword, for `hidden_input`."""
+    return f"the tensor passed by keyword `{key}`"
+
+
+def closed_over_input(name: str) -> str:
+    """A tensor f closes over, for `hidden_input`."""
+    return f"the tensor `{name}` it closes over"
+
+
 def hidden_input(f, found: str) -> CustomGradientError:
-    """`found` names the input: "the tensor passed by keyword `k`" or "the tensor `t` it closes
-    over"."""
+    """`found`: the input, as `keyword_input` or `closed_over_input` name it."""
     return CustomGradientError(
         f"{_CG}: `{fn_name(f)}` uses {found}, which is being differentiated; a custom gradient "
         f"defines gradients for the positional arguments only (grad_fn returns one per positional "
@@ -180,9 +189,15 @@ def gradient_shape(f, grad_fn, shape, where: str, expected_shape) -> CustomGradi
         f"shape (customgrad never broadcasts or sums them for you).")
 
 
-def gradient_returned(f, grad_fn) -> str:
-    """Who returned a gradient, for `foreign_framework` and composite specs."""
+def grad_fn_of(f, grad_fn) -> str:
+    """Who returned a gradient ("grad_fn `g` of `f`"), for `returned` and composite specs."""
     return _grad_fn_of(grad_fn, f)
+
+
+def returned(who: str) -> str:
+    """The `what` of `foreign_value` for a value f (`who` its name in backquotes, or
+    `grad_fn_of`) returned."""
+    return f"{who} returned"
 
 
 def variable_place(name: str) -> str:

@@ -99,13 +99,31 @@ def test_forward_mode_option():
 
 
 def test_hidden_input():
-    error = msg.hidden_input(f, 'the tensor passed by keyword `scale`')
+    error = msg.hidden_input(f, msg.keyword_input('scale'))
     _pin(error, CustomGradientError, (
         'customgrad.custom_gradient: `f` uses the tensor passed by keyword `scale`, which is '
         'being differentiated; a custom gradient defines gradients for the positional arguments '
         'only (grad_fn returns one per positional argument), so this one would be lost. Pass it '
         'as a positional argument and return its gradient from grad_fn.'
     ))
+
+
+def test_keyword_input():
+    _pin(msg.keyword_input('scale'), str, 'the tensor passed by keyword `scale`')
+
+
+def test_closed_over_input():
+    error = msg.hidden_input(f, msg.closed_over_input('w'))
+    _pin(error, CustomGradientError, (
+        'customgrad.custom_gradient: `f` uses the tensor `w` it closes over, which is being '
+        'differentiated; a custom gradient defines gradients for the positional arguments only '
+        '(grad_fn returns one per positional argument), so this one would be lost. Pass it as a '
+        'positional argument and return its gradient from grad_fn.'
+    ))
+
+
+def test_grad_fn_of():
+    _pin(msg.grad_fn_of(f, grad), str, 'grad_fn `grad` of `f`')
 
 
 def test_foreign_framework():
@@ -120,7 +138,7 @@ def test_foreign_framework():
 
 
 def test_foreign_value():
-    error = msg.foreign_value('`f` returned', 3, 'output[1]')
+    error = msg.foreign_value(msg.returned('`f`'), 3, 'output[1]')
     _pin(error, str, '`f` returned an int as output[1]')
 
 
@@ -238,9 +256,9 @@ def test_gradient_shape():
     ))
 
 
-def test_gradient_returned():
+def test_returned():
     error = msg.foreign_framework('torch', 'jax', msg.foreign_value(
-        msg.gradient_returned(f, grad) + ' returned', np.zeros((2,), 'float32'),
+        msg.returned(msg.grad_fn_of(f, grad)), np.zeros((2,), 'float32'),
         msg.variable_place('dense/kernel')))
     _pin(error, CustomGradientError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` returned a numpy array of shape (2,) '
@@ -260,7 +278,7 @@ def test_variable_place():
 
 def test_composite_misfit():
     error = msg.composite_misfit(
-        msg.gradient_returned(f, grad), np.zeros((3,), 'float32'),
+        msg.grad_fn_of(f, grad), np.zeros((3,), 'float32'),
         ' (a dense tensor of shape (3,))', 'args[0]', OutputSpec((2, None), 'float32', None, True),
         'a dense tensor of its flat values')
     _pin(error, str, (
