@@ -9,7 +9,7 @@
     ...     return keras.ops.log(1.0 + e), grad
 """
 
-from ._convention import CustomGradientError
+from ._messages import CustomGradientError
 from ._autodiff import grad, hvp, jvp, value_and_grad, vjp
 from ._checker import Check, GradientCheckError, GradientCheckReport, check_gradients
 from ._core import custom_gradient

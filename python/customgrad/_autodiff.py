@@ -12,7 +12,7 @@ import functools
 import keras
 
 from . import _tree
-from ._convention import CustomGradientError
+from . import _messages as msg
 from ._core import backend_module
 
 
@@ -34,10 +34,7 @@ def _call_on(f, primals, leaves, diff, diff_values, has_aux, who):
     if not has_aux:
         return result, None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise TypeError(
-            f"{who}: with has_aux=True, `{getattr(f, '__name__', f)}` must return a pair "
-            f"(output, aux); received {_tree.describe(result)}."
-        )
+        raise msg.aux_not_a_pair(who, f, result)
     return result[0], result[1]
 
 
@@ -61,10 +58,7 @@ def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
     tensorflow backend use a non-persistent tape."""
     B = backend_module()
     if not B.HAS_AUTODIFF:
-        raise NotImplementedError(
-            f"customgrad.vjp: the {B.__name__.rsplit('.', 1)[-1]!r} Keras backend has no autodiff; "
-            f"gradients need jax, tensorflow or torch."
-        )
+        raise msg.no_autodiff("customgrad.vjp", B.__name__.rsplit(".", 1)[-1], "gradients")
     leaves = [_as_primal(leaf) for leaf in _tree.flatten(primals)]
     values = [B.tensor_value(leaf) for leaf in leaves]
     diff = [i for i, v in enumerate(values) if v is not None and B.is_float(v)]
@@ -91,9 +85,7 @@ def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
         try:
             ct_leaves = _tree.match(cotangents, structure["out"])
         except _tree.StructureMismatch as e:
-            raise ValueError(
-                f"customgrad.vjp: the cotangents must have the structure of the outputs; {e}"
-            ) from None
+            raise msg.cotangent_structure(e) from None
         grads = back(ct_leaves + [None] * (len(all_leaves) - n_out))
         full = [None] * len(leaves)
         for i, g in zip(diff, grads):
@@ -120,19 +112,13 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
     """
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums or not all(isinstance(n, int) for n in nums):
-        raise TypeError(
-            f"customgrad.value_and_grad: argnums must be an int or a non-empty tuple of ints; "
-            f"received {argnums!r}."
-        )
+        raise msg.bad_argnums(argnums)
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         for n in nums:
             if not -len(args) <= n < len(args):
-                raise ValueError(
-                    f"customgrad.grad: argnums {argnums!r} refers to positional argument {n}, "
-                    f"but `{getattr(f, '__name__', f)}` was called with {len(args)}."
-                )
+                raise msg.argnums_out_of_range(argnums, n, f, len(args))
         nums_ = tuple(n % len(args) for n in nums)
 
         def on_selected(*selected):
@@ -147,11 +133,7 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
         value = B.tensor_value(out) if _tree.flatten(out) == [out] else None
         if value is None or tuple(B.static_shape(value)) != () or not B.is_float(value):
             _refuse_integer_inputs(f, args, nums_, B)
-            raise TypeError(
-                f"customgrad.grad: `{getattr(f, '__name__', f)}` must return a float scalar "
-                f"(shape ()) to take its gradient; received {_tree.describe(out)}. "
-                f"Use customgrad.vjp for non-scalar outputs."
-            )
+            raise msg.not_a_scalar(f, out)
         grads = vjp_fn(B.ones_like(value))
         grads = grads[0] if isinstance(argnums, int) else grads
         if has_aux:
@@ -170,11 +152,7 @@ def _refuse_integer_inputs(f, args, nums, B):
         numbers = [leaf for leaf, v in zip(_tree.flatten(args[n]), values)
                    if v is not None or isinstance(leaf, (bool, int))]
         if numbers and not any(v is not None and B.is_float(v) for v in values):
-            raise TypeError(
-                f"customgrad.grad: argument {n} of `{getattr(f, '__name__', f)}` must contain a "
-                f"floating-point value to differentiate with respect to; received "
-                f"{_tree.describe(args[n])}. Pass floats (3.0, np.float32(3.0), a float tensor)."
-            )
+            raise msg.nothing_to_differentiate(n, f, args[n])
 
 
 def grad(f, argnums=0, has_aux: bool = False):
@@ -219,25 +197,16 @@ def jvp(f, primals, tangents, has_aux: bool = False):
         [0.5, 1.0]
     """
     if not isinstance(primals, (tuple, list)):
-        raise TypeError(
-            f"customgrad.jvp: primals must be a tuple of the positional arguments of "
-            f"`{getattr(f, '__name__', f)}`; received {_tree.describe(primals)}."
-        )
+        raise msg.primals_not_a_tuple("customgrad.jvp", f, primals)
     B = backend_module()
     if not B.HAS_AUTODIFF:
-        raise NotImplementedError(
-            f"customgrad.jvp: the {B.__name__.rsplit('.', 1)[-1]!r} Keras backend has no "
-            f"autodiff; derivatives need jax, tensorflow or torch."
-        )
+        raise msg.no_autodiff("customgrad.jvp", B.__name__.rsplit(".", 1)[-1], "derivatives")
     primals = tuple(primals)
     leaves = [_as_primal(leaf) for leaf in _tree.flatten(primals)]
     try:
         tangent_leaves = _tree.match(tuple(tangents), primals)
     except (TypeError, _tree.StructureMismatch) as e:
-        raise ValueError(
-            f"customgrad.jvp: tangents must have the structure of primals "
-            f"({_tree.describe(primals)}); received {_tree.describe(tangents)} ({e})."
-        ) from None
+        raise msg.tangent_structure(primals, tangents, e) from None
     values = [B.tensor_value(leaf) for leaf in leaves]
     diff = [i for i, v in enumerate(values) if v is not None and B.is_float(v)]
     paths = _tree.leaf_paths(primals, "primals")
@@ -259,11 +228,7 @@ def jvp(f, primals, tangents, has_aux: bool = False):
     except TypeError as e:
         if "forward-mode autodiff (jvp) to a custom_vjp" not in str(e):
             raise
-        raise CustomGradientError(
-            f"customgrad.jvp: `{getattr(f, '__name__', f)}` calls a custom-gradient function "
-            f"built for reverse mode only; on jax, forward mode needs "
-            f"customgrad.custom_gradient(..., forward_mode=True) ({e})"
-        ) from e
+        raise msg.jvp_of_reverse_only(f, e) from e
     outs, out_tangents = iter(outs), iter(out_tangents)
     all_out, all_tan = [], []
     for o, k in zip(structure["others"], structure["is_tensor"]):
@@ -287,11 +252,7 @@ def _tangent_like(tangent, primal, B, where):
     value = keras.ops.convert_to_tensor(tangent if value is None else value,
                                         dtype=keras.backend.standardize_dtype(primal.dtype))
     if tuple(value.shape) != tuple(primal.shape):
-        raise ValueError(
-            f"customgrad.jvp: the tangent of {where} has shape {tuple(value.shape)}, but the "
-            f"primal has shape {tuple(primal.shape)}; each "
-            f"tangent must have its primal's shape."
-        )
+        raise msg.tangent_shape(where, value.shape, primal.shape)
     return value
 
 
@@ -312,10 +273,7 @@ def hvp(f, primals, vectors):
         [0.25, 0.105]
     """
     if not isinstance(primals, (tuple, list)) or not primals:
-        raise TypeError(
-            f"customgrad.hvp: primals must be a non-empty tuple of the positional arguments of "
-            f"`{getattr(f, '__name__', f)}`; received {_tree.describe(primals)}."
-        )
+        raise msg.primals_not_a_tuple("customgrad.hvp", f, primals, non_empty=True)
     gradient = grad(f, argnums=tuple(range(len(primals))))
     _, hv = jvp(gradient, tuple(primals), vectors)
     return tuple(hv)

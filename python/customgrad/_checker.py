@@ -17,7 +17,7 @@ import keras
 import numpy as np
 from keras.src.backend.common import dtypes as keras_dtypes
 
-from . import _tree
+from . import _messages as msg, _tree
 from ._autodiff import jvp, vjp
 from ._core import backend_module
 
@@ -97,18 +97,11 @@ class _Problem:
         values = [self.B.tensor_value(leaf) for leaf in self.leaves]
         self.index = [i for i, v in enumerate(values) if v is not None and self.B.is_float(v)]
         if not self.index:
-            raise ValueError(
-                f"customgrad.check_gradients: `{_name(f)}` has no floating-point tensor among its "
-                f"positional arguments; received {[_tree.describe(a) for a in args]}."
-            )
+            raise msg.check_no_float_argument(f, args)
         for i in self.index:
             spec = self.B.spec(values[i])
             if spec.check_gradient is not None:  # a tf.RaggedTensor or tf.SparseTensor
-                raise ValueError(
-                    f"customgrad.check_gradients: {self.paths[i]} of `{_name(f)}` is "
-                    f"{_tree.describe(spec)}; finite differences need dense tensors. Check a "
-                    f"function of its (flat) values instead, one that rebuilds it inside."
-                )
+                raise msg.check_composite_argument(self.paths[i], f, spec)
         self.values = [values[i] for i in self.index]
         self.dtype = _widest([_dtype_name(v) for v in self.values])
         self.fd_dtype = "float64"  # lowered if f's outputs at float64 inputs are not float64
@@ -159,10 +152,6 @@ def _widest(dtypes: list) -> str:
         if name in dtypes:
             return name
     return "float32"
-
-
-def _name(f) -> str:
-    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
 
 
 def check_gradients(
@@ -217,18 +206,15 @@ def check_gradients(
     """
     modes = _checked_modes(modes)
     if order not in (1, 2):
-        raise ValueError(f"customgrad.check_gradients: order must be 1 or 2; received {order!r}.")
+        raise msg.check_option("order", "1 or 2", order)
     if against not in ("finite_differences", "autodiff"):
-        raise ValueError(
-            "customgrad.check_gradients: against must be 'finite_differences' or 'autodiff'; "
-            f"received {against!r}."
-        )
+        raise msg.check_option("against", "'finite_differences' or 'autodiff'", against)
     problem = _Problem(f, args, kwargs)
     default_atol, default_rtol = _TOLERANCES[problem.dtype]
     tol = (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
     eps = _EPS if eps is None else eps
     rng = np.random.default_rng(seed)
-    report = GradientCheckReport(_name(f))
+    report = GradientCheckReport(msg.fn_name(f))
 
     if "rev" in modes:
         if against == "autodiff":
@@ -244,12 +230,8 @@ def check_gradients(
         _check_forward(problem, rng, tol, eps, directions, report)
 
     if raise_on_failure and not report.passed:
-        first = report.failures[0]
         raise GradientCheckError(
-            f"customgrad.check_gradients: the gradient of `{report.function}` is wrong: "
-            f"{first.name} failed at {first.where}: error {first.error:.4g} > allowed "
-            f"{first.allowed:.4g} ({len(report.failures)} of {len(report.checks)} checks "
-            f"failed).\n{report}",
+            msg.check_failed(report),
             report,
         )
     return report
@@ -312,10 +294,7 @@ def _check_jacobian(problem, tol, eps, report):
     n_in = sum(b.size for b in base)
     n_out = sum(o.size for o in outs)
     if n_in * n_out > 4096:
-        raise ValueError(
-            f"customgrad.check_gradients: jacobian=True is for small inputs (inputs x outputs "
-            f"<= 4096); received {n_in} input and {n_out} output elements."
-        )
+        raise msg.check_jacobian_too_large(n_in, n_out)
     if problem.fd_dtype != "float64":
         eps = max(eps, 1e-3)
     # rows[k]: J^T e_k for output element k, through autodiff (custom gradients included)
@@ -346,10 +325,7 @@ def _check_jacobian(problem, tol, eps, report):
 def _check_against_autodiff(problem, rng, tol, report):
     forward = getattr(problem.f, "__customgrad_forward__", None)
     if forward is None:
-        raise ValueError(
-            f"customgrad.check_gradients: against='autodiff' needs a function decorated with "
-            f"customgrad.custom_gradient; received `{_name(problem.f)}`, which is not."
-        )
+        raise msg.check_not_custom(problem.f)
 
     def plain(*a, **kw):
         return forward(*a, **kw)[0]
@@ -383,7 +359,7 @@ def _check_second_order(problem, rng, tol, eps, directions, report):
         grads = vjp_fn(_tree.unflatten(out, cts))
         return tuple(keras.ops.zeros_like(v) if g is None else g for g, v in zip(grads, values))
 
-    first_order.__name__ = f"VJP of {_name(problem.f)}"
+    first_order.__name__ = f"VJP of {msg.fn_name(problem.f)}"
     second = _Problem(first_order, problem.args, problem.kwargs)
     _check_directions(second, rng, (tol[0] * 10, tol[1] * 10), eps * 10, directions, report,
                       "VJP of VJP vs finite differences")
@@ -396,10 +372,7 @@ def _checked_modes(modes) -> tuple:
     if isinstance(modes, str):
         modes = (modes,)
     if not isinstance(modes, (tuple, list)) or not modes or any(m not in _MODES for m in modes):
-        raise ValueError(
-            f"customgrad.check_gradients: modes must be a non-empty tuple of 'rev' and 'fwd'; "
-            f"received {modes!r}."
-        )
+        raise msg.check_option("modes", "a non-empty tuple of 'rev' and 'fwd'", modes)
     return tuple(modes)
 
 

@@ -12,7 +12,7 @@ How upstream gradients arrive:
   * `variables=`: the list of `keras.Variable`s the forward read, when it read any (TF1 style);
     grad_fn then returns `(grad_xs, grad_vars)`.
 
-What grad_fn returns: gradients for the positional arguments, in their nested structure (a single
+What grad_fn returns (checked in `_call.check_gradients`): gradients for the positional arguments, in their nested structure (a single
 value when f takes one argument, else a tuple or list with one entry per argument) or flattened (one
 per tensor leaf of the positional arguments). None means zero, for a leaf or a whole subtree.
 """
@@ -23,26 +23,7 @@ import inspect
 from types import FunctionType as _FunctionType
 from typing import NamedTuple
 
-from . import _tree
-
-
-class CustomGradientError(ValueError):
-    """A function given to `customgrad.custom_gradient` broke its contract."""
-
-
-CustomGradientError.__module__ = "customgrad"  # tracebacks say customgrad.CustomGradientError
-
-
-def fn_name(fn) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
-def loss_in_forward_error(f, why: str) -> CustomGradientError:
-    """The error for a `layer.add_loss` inside f where the backend cannot differentiate it."""
-    return CustomGradientError(
-        f"customgrad.custom_gradient: `{fn_name(f)}` added a loss (layer.add_loss) inside its "
-        f"forward; {why}. Add the loss outside the custom-gradient function."
-    )
+from . import _messages as msg, _tree
 
 
 class GradSignature(NamedTuple):
@@ -166,22 +147,11 @@ def upstream_arguments(grad_fn, f, output, upstream):
     elif lo == 0 and sig.upstream_keyword:
         positional = ()
     else:
-        raise grad_fn_arity_error(grad_fn, f, output, n, "")
+        raise msg.grad_fn_arity(grad_fn, f, output, n)
     if sig.other_required_keywords:
-        raise grad_fn_arity_error(grad_fn, f, output, n, (
-            f" It also requires the keyword argument(s) {list(sig.other_required_keywords)}, "
-            f"which customgrad does not pass."))
+        raise msg.grad_fn_arity(grad_fn, f, output, n,
+                                msg.required_keywords_extra(sig.other_required_keywords))
     return positional, ({"upstream": upstream} if sig.upstream_keyword else {}), sig
-
-
-def grad_fn_arity_error(grad_fn, f, output, n_upstream, extra) -> CustomGradientError:
-    return CustomGradientError(
-        f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` has the "
-        f"signature {_signature_text(grad_fn)}, so it cannot be called with the upstream "
-        f"gradients of {_tree.describe(output)} ({n_upstream} upstream "
-        f"gradient{'s' if n_upstream != 1 else ''}). grad_fn must take one positional parameter per output ({n_upstream}), or one for "
-        f"the whole output's upstream structure, or *args, or only the keyword `upstream`.{extra}"
-    )
 
 
 def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
@@ -194,90 +164,8 @@ def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
     if variables:
         if not sig.accepts_variables:
             names = [getattr(v, "path", None) or getattr(v, "name", "?") for v in variables]
-            raise CustomGradientError(
-                f"customgrad.custom_gradient: `{fn_name(f)}` read the trainable variables "
-                f"{names}, so its grad_fn `{fn_name(grad_fn)}` must accept a `variables` keyword "
-                f"argument and return (grad_xs, grad_vars); received a grad_fn with signature "
-                f"{_signature_text(grad_fn)}. Without it these variables would get no gradient."
-            )
+            raise msg.variables_not_accepted(f, grad_fn, names)
         kwargs["variables"] = list(variables)
     elif sig.needs_variables:
-        raise grad_fn_arity_error(grad_fn, f, output, len(positional), (
-            f" It requires `variables`, but `{fn_name(f)}` read no trainable variable: give "
-            f"that parameter a default (variables=None)."))
+        raise msg.grad_fn_arity(grad_fn, f, output, len(positional), msg.needs_variables_extra(f))
     return grad_fn(*positional, **kwargs)
-
-
-def _signature_text(fn) -> str:
-    try:
-        return str(inspect.signature(fn))
-    except (TypeError, ValueError):
-        return "(unknown)"
-
-
-def split_variable_grads(result, f, grad_fn, variables: list):
-    """Splits a TF1-style `(grad_xs, grad_vars)` result; returns (grad_xs, grad_vars or None)."""
-    if not variables:
-        return result, None
-    if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise CustomGradientError(
-            f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` was "
-            f"given variables= and must return a pair (grad_xs, grad_vars); received "
-            f"{_tree.describe(result)}."
-        )
-    grad_xs, grad_vars = result
-    if grad_vars is None:
-        grad_vars = [None] * len(variables)
-    if not isinstance(grad_vars, (tuple, list)) or len(grad_vars) != len(variables):
-        raise CustomGradientError(
-            f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` must "
-            f"return one gradient per variable ({len(variables)}) in grad_vars; received "
-            f"{_tree.describe(grad_vars)}."
-        )
-    return grad_xs, list(grad_vars)
-
-
-def align_input_grads(grad_xs, args: tuple, is_tensor_leaf: list, f, grad_fn) -> list:
-    """Aligns what grad_fn returned with the leaves of the positional arguments.
-
-    Accepts the structure of the arguments (a single value for a one-argument f) or a flat
-    sequence with one entry per tensor leaf. Returns one entry (or None) per leaf of `args`.
-    """
-    if grad_xs is None:
-        return [None] * len(is_tensor_leaf)
-    if _tree.all_leaves(args):
-        # the common case, plain arguments: skip the general matching below
-        if len(args) == 1 and _tree.is_leaf(grad_xs):
-            return [grad_xs]
-        if (isinstance(grad_xs, (list, tuple)) and len(grad_xs) == len(args)
-                and _tree.all_leaves(grad_xs)):
-            return list(grad_xs)
-    n_tensors = sum(is_tensor_leaf)
-    attempts = []
-    if len(args) == 1:
-        attempts.append(lambda: _tree.match(grad_xs, args[0]))
-        if isinstance(grad_xs, (list, tuple)) and len(grad_xs) == 1:
-            attempts.append(lambda: _tree.match(grad_xs[0], args[0]))
-    attempts.append(lambda: _tree.match(grad_xs, tuple(args)))
-    if isinstance(grad_xs, (list, tuple)) and len(grad_xs) == n_tensors:
-        attempts.append(lambda: _scatter_flat(list(grad_xs), is_tensor_leaf))
-    first_error = None
-    for attempt in attempts:
-        try:
-            return attempt()
-        except _tree.StructureMismatch as e:
-            first_error = first_error or e
-    expected = (
-        f"one gradient per positional argument ({len(args)}: "
-        f"{', '.join(_tree.describe(a) for a in args)}) or a flat sequence of {n_tensors} "
-        f"(one per tensor leaf)"
-    )
-    raise CustomGradientError(
-        f"customgrad.custom_gradient: grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` must return "
-        f"{expected}; received {_tree.describe(grad_xs)} ({first_error})."
-    )
-
-
-def _scatter_flat(flat: list, is_tensor_leaf: list) -> list:
-    it = iter(flat)
-    return [next(it) if t else None for t in is_tensor_leaf]

@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from ._convention import CustomGradientError, fn_name
+from . import _messages as msg
 
 _NONLINEAR = "__customgrad_nonlinear__"
 # (upstream, scaled upstream / scale) must agree this closely for a linear grad_fn
@@ -41,20 +41,11 @@ def nonlinear(grad_fn, why: str):
     return grad_fn
 
 
-def nonlinear_error(f, grad_fn, why: str) -> CustomGradientError:
-    return CustomGradientError(
-        f"customgrad.custom_gradient: the grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` is not "
-        f"linear in its upstream gradient ({why}), so it defines no forward-mode derivative: a "
-        f"JVP is derived from grad_fn as the transpose of a linear map, and there is none here. "
-        f"Use reverse mode (customgrad.grad, customgrad.vjp) for this function."
-    )
-
-
 def refuse_marked(f, grad_fn) -> None:
     """Raises if grad_fn was marked `nonlinear` (one attribute lookup)."""
     why = getattr(grad_fn, _NONLINEAR, None)
     if why is not None:
-        raise nonlinear_error(f, grad_fn, why)
+        raise msg.nonlinear(f, grad_fn, why)
 
 
 def check_linear(f, grad_fn, rule, cotangent_shapes: list) -> None:
@@ -81,7 +72,7 @@ def check_linear(f, grad_fn, rule, cotangent_shapes: list) -> None:
             finite = np.isfinite(a) & np.isfinite(b)  # overflow at a large scale proves nothing
             size = float(np.max(np.abs(a[finite]), initial=0.0))
             if np.any(np.abs(a[finite] - b[finite]) > _PROBE_RTOL * size + 1e-30):
-                raise nonlinear_error(
+                raise msg.nonlinear(
                     f, grad_fn, f"grad_fn(u * {scale:g}) != grad_fn(u) * {scale:g} at a random u")
     _remember(f)
 
@@ -103,15 +94,12 @@ def _remember(f) -> None:
 def forward_mode_option(value, where: str) -> bool:
     """Validates custom_gradient's `forward_mode` argument."""
     if not isinstance(value, bool):
-        raise TypeError(
-            f"{where}: forward_mode must be True or False; received {value!r} "
-            f"({type(value).__name__})."
-        )
+        raise msg.forward_mode_option(where, value)
     return value
 
 
-def call_forward_mode(backend, inv):
+def call_forward_mode(backend, call):
     """Runs a call of a `forward_mode=True` function: the backend's `call_forward_mode` where
     forward mode needs another construction (jax), else its usual `call` (torch and tensorflow
     derive JVPs from grad_fn for every function)."""
-    return (backend.call_forward_mode if backend.FORWARD_MODE_OPT_IN else backend.call)(inv)
+    return (backend.call_forward_mode if backend.FORWARD_MODE_OPT_IN else backend.call)(call)

@@ -12,16 +12,14 @@ from __future__ import annotations
 import keras
 from keras import ops as kops
 
-from . import ops
+from . import _messages as msg, ops
 
 
 def _check_number(layer: str, name: str, value, positive: bool = False):
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(
-            f"customgrad.layers.{layer}: {name} must be a number; received {value!r}."
-        )
+        raise msg.layer_not_a_number(layer, name, value)
     if positive and not value > 0:
-        raise ValueError(f"customgrad.layers.{layer}: {name} must be > 0; received {value!r}.")
+        raise msg.layer_not_positive(layer, name, value)
     return float(value)
 
 
@@ -57,15 +55,9 @@ class ClipGradient(keras.layers.Layer):
     def __init__(self, min_value=None, max_value=None, max_norm=None, **kwargs):
         super().__init__(**kwargs)
         if min_value is None and max_value is None and max_norm is None:
-            raise ValueError(
-                "customgrad.layers.ClipGradient: give min_value and max_value, max_norm, or "
-                "both; received none of them."
-            )
+            raise msg.clip_layer_without_bounds()
         if (min_value is None) != (max_value is None):
-            raise ValueError(
-                "customgrad.layers.ClipGradient: min_value and max_value go together; received "
-                f"min_value={min_value!r}, max_value={max_value!r}."
-            )
+            raise msg.clip_layer_half_bounds(min_value, max_value)
         self.min_value = None if min_value is None else _check_number(
             "ClipGradient", "min_value", min_value)
         self.max_value = None if max_value is None else _check_number(
@@ -95,18 +87,12 @@ class StraightThroughQuantizer(keras.layers.Layer):
                  **kwargs):
         super().__init__(**kwargs)
         if not isinstance(levels, int) or isinstance(levels, bool) or levels < 2:
-            raise ValueError(
-                "customgrad.layers.StraightThroughQuantizer: levels must be an int >= 2; "
-                f"received {levels!r}."
-            )
+            raise msg.quantizer_levels(levels)
         self.levels = levels
         self.min_value = _check_number("StraightThroughQuantizer", "min_value", min_value)
         self.max_value = _check_number("StraightThroughQuantizer", "max_value", max_value)
         if not self.max_value > self.min_value:
-            raise ValueError(
-                "customgrad.layers.StraightThroughQuantizer: max_value must be > min_value; "
-                f"received min_value={min_value!r}, max_value={max_value!r}."
-            )
+            raise msg.quantizer_range(min_value, max_value)
 
     def call(self, inputs):
         step = (self.max_value - self.min_value) / (self.levels - 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from keras import ops as kops
 
+from . import _messages as msg
 from ._core import custom_gradient
 from ._forward import nonlinear
 
@@ -60,10 +61,7 @@ def clip_gradient(x, min_value, max_value):
     [1.0, 1.0]
     """
     if min_value > max_value:
-        raise ValueError(
-            f"customgrad.ops.clip_gradient: min_value must be <= max_value; received "
-            f"min_value={min_value}, max_value={max_value}."
-        )
+        raise msg.clip_bounds(min_value, max_value)
 
     @custom_gradient
     def clip(x):
@@ -83,9 +81,7 @@ def clip_gradient_norm(x, max_norm):
     [0.5, 0.5, 0.5, 0.5]
     """
     if not max_norm > 0:
-        raise ValueError(
-            f"customgrad.ops.clip_gradient_norm: max_norm must be > 0; received {max_norm}."
-        )
+        raise msg.clip_norm(max_norm)
 
     @custom_gradient
     def clip(x):

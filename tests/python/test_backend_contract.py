@@ -56,3 +56,18 @@ def test_backend_lists_agree_with_the_one_list():
     choices = re.search(r'install_customgrad <- function\(backend = c\(([^)]*)\)', install_r)
     assert choices, "install_customgrad's backend choices not found in R/install.R"
     assert tuple(re.findall(r'"(\w+)"', choices.group(1))) == backends.AUTODIFF
+
+
+def test_no_circle_between_the_core_and_the_backends():
+    """The entry point (_core) loads the backends; a backend imports only the core's leaf modules
+    (never _core), and the per-call module (_call) loads no backend."""
+    package = ROOT / "python" / "customgrad"
+    for name in backends.NAMES:
+        source = (package / "backends" / f"{name}.py").read_text()
+        imported = set()
+        for module, names in re.findall(r"^from \.\.(\w*) import ([^\n(]+)", source, flags=re.M):
+            imported |= {module} if module else {n.split()[0] for n in names.split(",")}
+        assert "_core" not in imported, name
+    call_source = (package / "_call.py").read_text()
+    assert not re.search(r"import_module|backends\.(?:" + "|".join(backends.NAMES) + r")\b",
+                         call_source)

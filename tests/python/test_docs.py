@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["customgrad._core", "customgrad.ops", "customgrad.layers", "customgrad._autodiff", "customgrad._checker", "customgrad._tree",
+MODULES = ["customgrad._core", "customgrad._call", "customgrad._messages", "customgrad._spec", "customgrad.ops", "customgrad.layers", "customgrad._autodiff", "customgrad._checker", "customgrad._tree",
            "customgrad._convention", "customgrad._variables", "customgrad"]
 
 

@@ -1,14 +1,16 @@
 """The contract every backend module (`customgrad.backends.<name>`) meets, written once.
 
-The core (`_core.py`, `_autodiff.py`, `_checker.py`, `_forward.py`) talks to a backend only
-through these names. Three capability constants say what a backend can do, instead of probing
+The core (`_core.py`, `_call.py`, `_autodiff.py`, `_checker.py`, `_forward.py`) talks to a
+backend only through these names, and a backend imports from the core only its leaf modules
+(`_call`, `_convention`, `_messages`, `_spec`, `_variables`, `_forward`, `_tree`), never the entry
+point `_core`. Three capability constants say what a backend can do, instead of probing
 for attributes:
 
 * `HAS_AUTODIFF`: it takes gradients (jax, tensorflow, torch); then it also meets `Autodiff`.
 * `HAS_FAST_PATH`: `call_positional(f, args)` is worth trying before anything else (torch, whose
   eager calls cost microseconds, so the general bookkeeping shows).
 * `FORWARD_MODE_OPT_IN`: forward mode needs `custom_gradient(f, forward_mode=True)`, which calls
-  `call_forward_mode(invocation)` (jax: a function is built on custom_jvp or custom_vjp, not
+  `call_forward_mode(arguments)` (jax: a function is built on custom_jvp or custom_vjp, not
   both); elsewhere forward mode is derived from grad_fn in `call`.
 
 `check(module)` lists how a module falls short (empty if it meets the contract); the tests run it
@@ -52,9 +54,13 @@ class Backend(Protocol):
     def spec(self, x: Any) -> Any:
         """An `OutputSpec` of tensor x: what the backward needs of it, without its memory."""
 
-    def call(self, inv: Any) -> Any:
-        """Runs one call (a `_core.Invocation`) inside the backend's autodiff; returns f's
-        output, whose gradient is grad_fn's."""
+    def call(self, arguments: Any) -> Any:
+        """Runs one call inside the backend's autodiff; returns f's output, whose gradient is
+        grad_fn's. `arguments` is a `_call.Call`: `arguments.forward(values)` runs f on the
+        tensor values (`arguments.tensor_values`, or what the autodiff system made of them) and
+        returns (output, output leaves, a `_call.Backward`); `backward(cotangents, variables,
+        variable_values)` calls grad_fn and returns checked gradients. Where nothing can
+        differentiate the call, `arguments.output(values)` runs f alone."""
 
     def float64_scope(self) -> AbstractContextManager:
         """A context in which float64 computations stay float64 (for the gradient checker)."""
@@ -94,7 +100,7 @@ class FastPath(Protocol):
 class ForwardModeOptIn(Protocol):
     """What a backend with `FORWARD_MODE_OPT_IN` defines on top."""
 
-    def call_forward_mode(self, inv: Any) -> Any:
+    def call_forward_mode(self, arguments: Any) -> Any:
         """`call` for a function decorated with forward_mode=True."""
 
 

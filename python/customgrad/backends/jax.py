@@ -23,9 +23,9 @@ from keras import StatelessScope
 from jax._src.interpreters.ad import JVPTracer, LinearizeTracer  # no public name tells AD tracers
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
-from .. import _forward
-from .._convention import CustomGradientError, fn_name, loss_in_forward_error
-from .._core import OutputSpec
+from .. import _forward, _messages as msg
+from .._call import rebuild
+from .._spec import OutputSpec
 from .._variables import recording
 
 
@@ -171,29 +171,27 @@ class _Inputs:
     differentiated from outside a jit (grad of jit), jax refuses the closed-over value instead of
     giving it a zero gradient (under jax.grad itself the core refused it)."""
 
-    def __init__(self, inv):
+    def __init__(self, arguments):
         self.mapping = mapping = _scope_mapping()
         candidates = [
             (key, value) for key, value in (mapping or {}).items()
             if isinstance(value, jax.core.Tracer) and is_float(value)
         ]
-        self.tensor_values = list(inv.tensor_values)
-        n_arg_leaves = len(inv._arg_is_tensor)
-        self.positional = [k for k, i in enumerate(inv.tensor_index) if i < n_arg_leaves]
+        self.tensor_values = list(arguments.tensor_values)
+        self.positional = arguments.positional
         self.candidate_ids = [key for key, _ in candidates]
         self.primals = ([self.tensor_values[k] for k in self.positional]
                         + [value for _, value in candidates])
-        self.traced = _closes_over_tracer(inv.f) or any(
+        self.traced = _closes_over_tracer(arguments.f) or any(
             isinstance(p, jax.core.Tracer) for p in self.primals + self.tensor_values)
 
 
-def call(inv):
-    inputs = _Inputs(inv)
+def call(arguments):
+    inputs = _Inputs(arguments)
     if not inputs.traced:
         # Concrete arrays: no transformation is tracing this call, so no gradient can be asked
         # of it. Run f directly (faster, and its exceptions reach the caller untouched).
-        inv.run_forward(inv.tensor_values)
-        return inv.output
+        return arguments.output(arguments.tensor_values)[0]
     mapping, tensor_values, positional = inputs.mapping, inputs.tensor_values, inputs.positional
     candidate_ids, primals = inputs.candidate_ids, inputs.primals
     n_inputs = len(positional)
@@ -207,6 +205,7 @@ def call(inv):
         return _variables_bound(mapping, candidate_ids, variable_values)
 
     assigned = []  # the variables f assigned, in the order their values follow the outputs
+    structure = {}  # the output's structure (of specs), to rebuild it around custom_vjp's result
 
     def forward(*primals):
         # jax.grad of a Python or numpy scalar hands custom_vjp the scalar itself (a weakly
@@ -216,23 +215,21 @@ def call(inv):
         for k, p in zip(positional, primals[:n_inputs]):
             values[k] = p
         with bound(primals[n_inputs:]) as scope, recording() as rec:
-            out_leaves, grad_fn = inv.run_forward(values)
+            _, out_leaves, backward = arguments.forward(values)
         if rec.losses_added and collect_losses:
-            raise loss_in_forward_error(
-                inv.f, "on jax inside a stateless scope (model.fit) such a loss cannot leave the "
-                "custom gradient, and grad_fn does not define its gradient")
+            raise _loss_error(arguments.f)
         updates = list(scope.updates.values()) if scope is not None else []
         assigned[:] = [variable for variable, _ in updates]
+        structure["output"] = backward.output
         out_leaves = [jnp.asarray(o) for o in out_leaves]
-        return out_leaves, [jnp.asarray(value) for _, value in updates], grad_fn, rec
+        return out_leaves, [jnp.asarray(value) for _, value in updates], backward, rec
 
     def primal(*primals):
         out_leaves, new_values, _, _ = forward(*primals)
         return out_leaves + new_values
 
     def fwd(*primals):
-        out_leaves, new_values, grad_fn, rec = forward(*primals)
-        inv.release()
+        out_leaves, new_values, backward, rec = forward(*primals)
         variables, var_values = rec.variables, rec.raw_values
         float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
         n_outputs = len(out_leaves)
@@ -246,14 +243,9 @@ def call(inv):
                 full[j] = ct
             # grad_fn may read variables too (a closure over layer.kernel)
             with bound(variable_primals) as scope:
-                input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
+                input_grads, var_grads = backward(full, variables, var_values)
             if scope is not None and scope.updates:
-                raise CustomGradientError(
-                    f"customgrad.custom_gradient: grad_fn of `{fn_name(inv.f)}` assigned "
-                    f"{len(scope.updates)} variable(s); on jax inside a stateless scope "
-                    "(model.fit) an assignment cannot leave the backward pass. Assign in the "
-                    "forward instead."
-                )
+                raise msg.jax_grad_fn_assigned(backward.f, len(scope.updates))
             by_id = {id(v): g for v, g in zip(var_values, var_grads)}
             grads = [input_grads[k] for k in positional] + [by_id.get(id(v)) for v in variable_primals]
             return [
@@ -285,7 +277,7 @@ def call(inv):
     n_outputs = len(results) - len(assigned)
     for variable, value in zip(assigned, results[n_outputs:]):
         variable.assign(value)  # into the caller's stateless scope
-    return inv.rebuild_output(results[:n_outputs])
+    return rebuild(structure["output"], results[:n_outputs])
 
 
 def ones_like(x):
@@ -313,20 +305,26 @@ def float64_scope():
     return jax.enable_x64(True)
 
 
-def call_forward_mode(inv):
+def _loss_error(f):
+    return msg.loss_in_forward(
+        f, "on jax inside a stateless scope (model.fit) such a loss cannot leave the custom "
+        "gradient, and grad_fn does not define its gradient")
+
+
+def call_forward_mode(arguments):
     """`call` for `custom_gradient(f, forward_mode=True)`: built on jax.custom_jvp, whose JVP rule
     derives J v from grad_fn (the VJP of grad_fn, which is linear in the cotangent, applied to
     v). jax then takes reverse mode by transposing that rule, which gives back grad_fn's own
     computation: same values, so jax.grad, jax.jvp, jacfwd, jacrev and hessian all use grad_fn.
     (jax allows custom_vjp or custom_jvp on one function, not both: hence the opt-in.)"""
-    inputs = _Inputs(inv)
+    inputs = _Inputs(arguments)
     if not inputs.traced:
-        inv.run_forward(inv.tensor_values)  # nothing can differentiate this call
-        return inv.output
+        return arguments.output(arguments.tensor_values)[0]  # nothing can differentiate it
     mapping, tensor_values, positional = inputs.mapping, inputs.tensor_values, inputs.positional
     candidate_ids, primals = inputs.candidate_ids, inputs.primals
     n_inputs = len(positional)
     primal_specs = [spec(p) for p in primals]
+    structure = {}  # the output's structure (of specs), to rebuild it around custom_jvp's result
 
     def forward(primals):
         primals = [p if isinstance(p, jax.Array) else jnp.asarray(p) for p in primals]
@@ -335,18 +333,13 @@ def call_forward_mode(inv):
             values[k] = p
         with _variables_bound(mapping, candidate_ids, primals[n_inputs:]) as scope, \
                 recording() as rec:
-            out_leaves, grad_fn = inv.run_forward(values)
+            _, out_leaves, backward = arguments.forward(values)
         if scope is not None and scope.updates:
-            raise CustomGradientError(
-                f"customgrad.custom_gradient: `{fn_name(inv.f)}` (forward_mode=True) assigned "
-                f"{len(scope.updates)} variable(s) inside a stateless scope; on jax such updates "
-                f"cannot leave a custom_jvp function. Use forward_mode=False (the default) for "
-                f"functions that assign variables.")
+            raise msg.jax_forward_mode_assigned(arguments.f, len(scope.updates))
         if rec.losses_added and mapping is not None and get_stateless_scope().collect_losses:
-            raise loss_in_forward_error(
-                inv.f, "on jax inside a stateless scope (model.fit) such a loss cannot leave the "
-                "custom gradient, and grad_fn does not define its gradient")
-        return [jnp.asarray(o) for o in out_leaves], grad_fn, rec, primals[n_inputs:]
+            raise _loss_error(arguments.f)
+        structure["output"] = backward.output
+        return [jnp.asarray(o) for o in out_leaves], backward, rec, primals[n_inputs:]
 
     @jax.custom_jvp
     def primal(*primals):
@@ -354,7 +347,7 @@ def call_forward_mode(inv):
 
     @primal.defjvp
     def primal_jvp(primals, tangents):
-        out_leaves, grad_fn, rec, variable_primals = forward(primals)
+        out_leaves, backward, rec, variable_primals = forward(primals)
         float_outputs = [j for j, o in enumerate(out_leaves) if is_float(o)]
         floating_in = [k for k, p in enumerate(primal_specs) if p.floating]
 
@@ -363,8 +356,7 @@ def call_forward_mode(inv):
             for j, ct in zip(float_outputs, cotangents):
                 full[j] = ct
             with _variables_bound(mapping, candidate_ids, variable_primals):
-                input_grads, var_grads = inv.run_backward(grad_fn, full, rec.variables,
-                                                          rec.raw_values)
+                input_grads, var_grads = backward(full, rec.variables, rec.raw_values)
             by_id = {id(v): g for v, g in zip(rec.raw_values, var_grads)}
             grads = ([input_grads[k] for k in positional]
                      + [by_id.get(id(v)) for v in variable_primals])
@@ -372,7 +364,7 @@ def call_forward_mode(inv):
 
         concrete = not any(isinstance(p, jax.core.Tracer) for p in primals)
         _forward.check_linear(
-            inv.f, grad_fn,
+            backward.f, backward.grad_fn,
             (lambda us: [np.asarray(g) for g in rule(*[jnp.asarray(u, out_leaves[j].dtype)
                                                        for u, j in zip(us, float_outputs)])])
             if concrete else None,
@@ -385,8 +377,7 @@ def call_forward_mode(inv):
         return out_leaves, out_tangents
 
     results = primal(*primals)
-    inv.release()
-    return inv.rebuild_output(results)
+    return rebuild(structure["output"], results)
 
 
 def _instantiate(tangent, spec_):

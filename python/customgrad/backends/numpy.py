@@ -8,7 +8,7 @@ import contextlib
 import keras
 import numpy as np
 
-from .._core import OutputSpec
+from .._spec import OutputSpec
 
 
 # capabilities (see _contract.py)
@@ -45,9 +45,8 @@ def spec(x):
     return OutputSpec(x.shape, x.dtype, None, is_float(x))
 
 
-def call(inv):
-    inv.run_forward(inv.tensor_values)
-    return inv.output
+def call(arguments):
+    return arguments.output(arguments.tensor_values)[0]
 
 
 def float64_scope():

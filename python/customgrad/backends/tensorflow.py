@@ -23,9 +23,9 @@ from tensorflow.python.eager import record  # no public API stops recording on e
 from tensorflow.python.framework.composite_tensor import CompositeTensor
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
-from .. import _forward, _tree
-from .._convention import CustomGradientError, fn_name, loss_in_forward_error
-from .._core import OutputSpec
+from .. import _forward, _messages as msg, _tree
+from .._messages import CustomGradientError
+from .._spec import OutputSpec
 from .._variables import recording
 
 
@@ -147,7 +147,7 @@ def _has_composite(values) -> bool:
 _SUPPORTED = "tf.Tensor, tf.Variable, keras.Variable, tf.RaggedTensor or tf.SparseTensor"
 
 
-def _refuse_other_composites(inv, leaves, structure, name, what):
+def _refuse_other_composites(f, leaves, structure, name, what):
     """A CustomGradientError for the first composite tensor among `leaves` that is neither
     ragged nor sparse: TensorFlow has no gradient rule customgrad could follow for it."""
     for path, leaf in zip(_tree.leaf_paths(structure, name), leaves):
@@ -155,30 +155,29 @@ def _refuse_other_composites(inv, leaves, structure, name, what):
                 leaf, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
             hint = (" (tf.convert_to_tensor makes it dense)"
                     if isinstance(leaf, tf.IndexedSlices) else "")
-            raise CustomGradientError(
-                f"customgrad.custom_gradient: {what} `{fn_name(inv.f)}` is "
-                f"{_tree.describe(leaf)} at {path}; on tensorflow a custom gradient supports "
-                f"{_SUPPORTED} there{hint}.")
+            raise msg.tf_composite_refused(what, f, leaf, path, _SUPPORTED, hint)
 
 
-def _refuse_other_composite_args(inv):
-    args, kwargs = inv.structure
-    _refuse_other_composites(inv, _tree.flatten(args), args, "args", "an argument of")
-    _refuse_other_composites(inv, _tree.flatten(kwargs), kwargs, "kwargs",
+def _refuse_other_composite_args(arguments):
+    args, kwargs = arguments.structure
+    _refuse_other_composites(arguments.f, _tree.flatten(args), args, "args", "an argument of")
+    _refuse_other_composites(arguments.f, _tree.flatten(kwargs), kwargs, "kwargs",
                              "a keyword argument of")
 
 
-def _refuse_other_composite_outputs(inv, out_leaves):
-    if None in inv.output_specs:  # only those leaves can be such composites (see is_tensor)
-        _refuse_other_composites(inv, out_leaves, inv.output, "output", "an output of")
+def _refuse_other_composite_outputs(f, output, out_leaves):
+    for o in out_leaves:
+        if not isinstance(o, tf.Tensor) and isinstance(o, CompositeTensor):
+            _refuse_other_composites(f, out_leaves, output, "output", "an output of")
+            return
 
 
-def _upstream_leaves(inv, cotangents):
+def _upstream_leaves(backward, cotangents):
     """The tape's cotangents (one per output tensor) as grad_fn's upstream leaves: ragged and
     sparse outputs get ragged and sparse upstreams; a tf.IndexedSlices (an output read through
     tf.gather) is made dense, as upstreams are on every backend."""
     leaves = []
-    for s, ct in zip(inv.output_specs, cotangents):
+    for s, ct in zip(backward.output_specs, cotangents):
         composite = isinstance(s, _CompositeSpec)
         if isinstance(ct, tf.IndexedSlices):
             ct = _dense(ct, s.values if composite else s)
@@ -213,8 +212,7 @@ class _CompositeSpec(OutputSpec):
         the same message."""
 
         def misfit(detail=""):
-            return (f"customgrad.custom_gradient: {who} returned {_tree.describe(grad)}{detail} "
-                    f"for {where}, {_tree.describe(self)}; expected {self.expected()}.")
+            return msg.composite_misfit(who, grad, detail, where, self, self.expected())
 
         if isinstance(grad, self.composite_type):
             structure = self.structure_of(grad)
@@ -349,11 +347,11 @@ def _variables_read(rec, watcher, arguments) -> tuple[list, list]:
     return variables, values
 
 
-def call(inv):
-    tape_inputs = inv.tensor_values
+def call(arguments):
+    tape_inputs = arguments.tensor_values
     composite_inputs = _has_composite(tape_inputs)
     if composite_inputs:
-        _refuse_other_composite_args(inv)
+        _refuse_other_composite_args(arguments)
         tape_inputs = [_component(v) for v in tape_inputs]
     # When a single non-persistent tape watches the inputs, nothing will ever differentiate
     # grad_fn, so the tape need not keep f's intermediates (tf.custom_gradient records them all:
@@ -362,15 +360,13 @@ def call(inv):
     gradient_types = gradients_util.PossibleTapeGradientTypes(tape_inputs)
     first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
-        return _call_eager(inv, tape_inputs, first_order_only)
+        return _call_eager(arguments, tape_inputs, first_order_only)
     if _has_tangents(tape_inputs):
         if composite_inputs:
-            raise CustomGradientError(
-                f"customgrad.custom_gradient: `{fn_name(inv.f)}` has ragged or sparse arguments "
-                f"and a tf.autodiff.ForwardAccumulator opened inside a tf.function watches it; "
-                f"forward mode of composite tensors is supported in eager mode only.")
-        return _call_graph_forward_mode(inv)
-    values = inv.tensor_values
+            raise msg.tf_composite_forward_mode(arguments.f)
+        return _call_graph_forward_mode(arguments)
+    values = arguments.tensor_values
+    captured = {}  # the Backward, for the output's structure
 
     @tf.custom_gradient
     def forward(*tensors):
@@ -378,20 +374,20 @@ def call(inv):
             tensors = [_with_component(v, t) for v, t in zip(values, tensors)]
         quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
         with record.VariableWatcher() as watcher, recording() as rec, quiet:
-            out_leaves, grad_fn = inv.run_forward(tensors)
-        _refuse_other_composite_outputs(inv, out_leaves)
+            output, out_leaves, backward = arguments.forward(tensors)
+        _refuse_other_composite_outputs(arguments.f, output, out_leaves)
         if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
-            raise _loss_error(inv)
+            raise _loss_error(arguments.f)
         out_leaves = [tf.convert_to_tensor(_component(o)) for o in out_leaves]
-        variables, var_values = _variables_read(rec, watcher, inv.leaves)
-        inv.release()
+        variables, var_values = _variables_read(rec, watcher, arguments.leaves)
+        captured["backward"] = backward
 
-        def backward(cotangents):
-            input_grads, var_grads = inv.run_backward(
-                grad_fn, _upstream_leaves(inv, cotangents), variables, var_values)
+        def backward_fn(cotangents):
+            input_grads, var_grads = backward(
+                _upstream_leaves(backward, cotangents), variables, var_values)
             return [_component(g) for g in input_grads], var_grads
 
-        return out_leaves, _tf_grad_fn(backward, var_values)
+        return out_leaves, _tf_grad_fn(backward_fn, var_values)
 
     try:
         outputs = forward(*tape_inputs)
@@ -400,22 +396,20 @@ def call(inv):
         # TypeError that names only its own decorator
         if "ResourceVariable" not in str(error):
             raise
-        raise CustomGradientError(
-            f"customgrad.custom_gradient: `{fn_name(inv.f)}` uses a reference (non-resource) "
-            f"variable, which a custom gradient cannot route to grad_fn; create it as a resource "
-            f"variable (TensorFlow 2's default; use_resource=True in a variable_scope)."
-        ) from error
-    return inv.rebuild_output([_with_component(s, o) for s, o in zip(inv.output_specs, outputs)])
+        raise msg.tf_reference_variable(arguments.f) from error
+    backward = captured["backward"]
+    return backward.rebuild([_with_component(s, o)
+                             for s, o in zip(backward.output_specs, outputs)])
 
 
-def _tf_grad_fn(backward, var_values):
-    """The grad function handed to tf.custom_gradient: `backward(cotangents)` returns (input
+def _tf_grad_fn(backward_fn, var_values):
+    """The grad function handed to tf.custom_gradient: `backward_fn(cotangents)` returns (input
     gradients, gradients of `var_values`, the variables f read)."""
 
     def grad(*cts, variables=None):
         # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
         # those are not among what f read for grad_fn, and get no gradient
-        input_grads, var_grads = backward(cts)
+        input_grads, var_grads = backward_fn(cts)
         if variables is None:
             return input_grads
         by_id = {id(v): g for v, g in zip(var_values, var_grads)}
@@ -424,41 +418,41 @@ def _tf_grad_fn(backward, var_values):
     return grad
 
 
-def _call_eager(inv, tape_inputs, first_order_only):
+def _call_eager(arguments, tape_inputs, first_order_only):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
+    f = arguments.f
     if not record.could_possibly_record():  # no tape: nothing to record, no variable to find
-        _refuse_other_composite_outputs(inv, inv.run_forward(inv.tensor_values)[0])
-        return inv.output
+        output, out_leaves = arguments.output(arguments.tensor_values)
+        _refuse_other_composite_outputs(f, output, out_leaves)
+        return output
     quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
     with record.VariableWatcher() as watcher, recording() as rec, quiet:
-        out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
-    _refuse_other_composite_outputs(inv, out_leaves)
+        output, out_leaves, backward = arguments.forward(arguments.tensor_values)
+    _refuse_other_composite_outputs(f, output, out_leaves)
     if _has_tangents(tape_inputs):
-        _check_linear(inv, grad_fn, out_leaves, concrete=True)
+        _check_linear(backward, out_leaves, concrete=True)
     if rec.losses_added and first_order_only:
-        raise _loss_error(inv)
-    variables, var_values = _variables_read(rec, watcher, inv.leaves)
-    if not inv.tensor_values and not variables:
-        return inv.output  # nothing to differentiate: f's ops stay recorded as they ran
+        raise _loss_error(f)
+    variables, var_values = _variables_read(rec, watcher, arguments.leaves)
+    if not arguments.tensor_values and not variables:
+        return output  # nothing to differentiate: f's ops stay recorded as they ran
     with record.stop_recording():
         # new tensors (no copy): an output that is an input, or a tensor some tape already
         # knows, must not get a second producer on the tape
         outputs = [tf.identity(_component(o)) for o in out_leaves]
     result_leaves = [_with_component(o, t) for o, t in zip(out_leaves, outputs)]
-    del out_leaves
+    del output, out_leaves
     # reading a variable records the read (handle -> value), which connects its gradient
     inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in var_values]
 
-    def backward(*cotangents):
-        input_grads, var_grads = inv.run_backward(
-            grad_fn, _upstream_leaves(inv, cotangents), variables, var_values)
+    def backward_fn(*cotangents):
+        input_grads, var_grads = backward(
+            _upstream_leaves(backward, cotangents), variables, var_values)
         return [_component(g) for g in input_grads] + (var_grads or [None] * len(variables))
 
-    record.record_operation(f"customgrad_{fn_name(inv.f)}", outputs, inputs, backward)
-    result = inv.rebuild_output(result_leaves)
-    inv.release()
-    return result
+    record.record_operation(f"customgrad_{msg.fn_name(f)}", outputs, inputs, backward_fn)
+    return backward.rebuild(result_leaves)
 
 
 def _has_tangents(tensors) -> bool:
@@ -466,7 +460,7 @@ def _has_tangents(tensors) -> bool:
     return bool(pywrap_tfe.TFE_Py_PackJVPs(list(tensors))[1])
 
 
-def _check_linear(inv, grad_fn, out_leaves, concrete):
+def _check_linear(backward, out_leaves, concrete):
     """Forward mode is derived from grad_fn: refuses a grad_fn that is not linear in upstream
     (marked, or, on concrete values, failing the probe)."""
     float_outputs = [o for o in out_leaves if tf.is_tensor(o) and is_float(o)]
@@ -475,13 +469,13 @@ def _check_linear(inv, grad_fn, out_leaves, concrete):
             o.dtype.is_floating and o.shape.is_fully_defined() for o in float_outputs):
         def rule(us):
             with record.stop_recording():
-                grads = inv.run_backward(grad_fn, [tf.constant(u, o.dtype)
-                                                   for u, o in zip(us, float_outputs)])[0]
+                grads = backward([tf.constant(u, o.dtype) for u, o in zip(us, float_outputs)])[0]
             return [None if g is None else g.numpy() for g in grads]
-    _forward.check_linear(inv.f, grad_fn, rule, [tuple(o.shape) for o in float_outputs])
+    _forward.check_linear(backward.f, backward.grad_fn, rule,
+                          [tuple(o.shape) for o in float_outputs])
 
 
-def _call_graph_forward_mode(inv):
+def _call_graph_forward_mode(arguments):
     """A call inside a tf.function under a tf.autodiff.ForwardAccumulator opened there.
 
     The accumulator would see tf.custom_gradient's IdentityN, not grad_fn: its JVP would be f's
@@ -496,42 +490,41 @@ def _call_graph_forward_mode(inv):
     @tf.custom_gradient
     def forward(*tensors):
         with record.VariableWatcher() as watcher, recording() as rec:
-            out_leaves, grad_fn = inv.run_forward(tensors)
+            _, out_leaves, backward = arguments.forward(tensors)
         if rec.losses_added:
-            raise _loss_error(inv)
+            raise _loss_error(arguments.f)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
-        variables, var_values = _variables_read(rec, watcher, inv.leaves)
-        captured.update(grad_fn=grad_fn, variables=variables, var_values=var_values,
+        variables, var_values = _variables_read(rec, watcher, arguments.leaves)
+        captured.update(backward=backward, variables=variables, var_values=var_values,
                         out_leaves=out_leaves)
 
-        def backward(cotangents):
-            return inv.run_backward(grad_fn, cotangents, variables, var_values)
+        def backward_fn(cotangents):
+            return backward(cotangents, variables, var_values)
 
-        return out_leaves, _tf_grad_fn(backward, var_values)
+        return out_leaves, _tf_grad_fn(backward_fn, var_values)
 
-    results = forward(*inv.tensor_values)
-    grad_fn = captured["grad_fn"]
-    _check_linear(inv, grad_fn, captured["out_leaves"], concrete=False)
+    results = forward(*arguments.tensor_values)
+    backward = captured["backward"]
+    _check_linear(backward, captured["out_leaves"], concrete=False)
     variables, var_values = captured["variables"], captured["var_values"]
     with record.stop_recording():
         outputs = [tf.identity(o) for o in results]
-    inputs = list(inv.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
+    inputs = list(arguments.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
 
-    def backward(*cotangents):
-        input_grads, var_grads = inv.run_backward(grad_fn, cotangents, variables, var_values)
+    def backward_fn(*cotangents):
+        input_grads, var_grads = backward(cotangents, variables, var_values)
         return input_grads + (var_grads or [None] * len(variables))
 
-    record.record_operation(f"customgrad_{fn_name(inv.f)}", outputs, inputs, backward)
-    result = inv.rebuild_output(outputs)
-    inv.release()
-    return result
+    record.record_operation(f"customgrad_{msg.fn_name(arguments.f)}", outputs, inputs,
+                            backward_fn)
+    return backward.rebuild(outputs)
 
 
-def _loss_error(inv):
+def _loss_error(f):
     # f ran unrecorded (or inside tf.custom_gradient's graph function): a loss it added has no
     # path to the inputs, so its gradient would be silently zero
-    return loss_in_forward_error(
-        inv.f, "on tensorflow the ops of f are not recorded for the gradient tape that watches "
+    return msg.loss_in_forward(
+        f, "on tensorflow the ops of f are not recorded for the gradient tape that watches "
         "it, so that loss would get no gradient")
 
 
@@ -551,9 +544,7 @@ def vjp_flat(fn, values, reusable=True):
     for v in values:
         if isinstance(v, CompositeTensor) and not isinstance(
                 v, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
-            raise TypeError(
-                f"customgrad.vjp: cannot differentiate with respect to a {type(v).__name__}; "
-                f"on tensorflow the values may be {_SUPPORTED}.")
+            raise msg.tf_vjp_composite(v, _SUPPORTED)
     sources = [_component(v) for v in values]
     with tf.GradientTape(persistent=reusable) as tape:
         for v in sources:

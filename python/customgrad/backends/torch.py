@@ -19,9 +19,10 @@ from torch._C._functorch import TransformType
 from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 from torch.autograd import forward_ad
 
-from .. import _forward
-from .._convention import CustomGradientError, fn_name, inspect_grad_fn, upstream_arguments
-from .._core import Invocation, OutputSpec
+from .. import _forward, _messages as msg
+from .._call import Call, check_gradients, plain_backward, plain_gradients
+from .._convention import inspect_grad_fn, upstream_arguments
+from .._spec import OutputSpec
 from .._variables import recording
 
 
@@ -102,11 +103,7 @@ class _Link(torch.autograd.Function):
     def backward(ctx, *cotangents):
         backward_fn = ctx.backward_fn
         if backward_fn is None:
-            raise RuntimeError(
-                "customgrad.custom_gradient: trying to backward through the graph a second time; "
-                "its grad_fn and the tensors it holds were freed after the first backward. Pass "
-                "retain_graph=True to the first backward to keep them."
-            )
+            raise msg.torch_second_backward()
         if not torch.compiler.is_compiling() and not _keep_graph():
             # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
             # tensors it holds, often a previous layer's output) goes now, not when the whole
@@ -116,6 +113,7 @@ class _Link(torch.autograd.Function):
 
 
 _keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
+_THIS_MODULE = sys.modules[__name__]  # the backend helpers the core's checks use
 
 # autograd.Function.apply binds arguments for setup_context and unwraps functorch tensors before
 # it calls this; _Link has no setup_context, and the fast path runs without functorch transforms
@@ -154,12 +152,7 @@ class _FunctorchLink(torch.autograd.Function):
             # torch runs an autograd.Function's jvp without differentiating it: forward over
             # forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
             f = ctx.backward_fn.forward_info[0]
-            raise CustomGradientError(
-                f"customgrad.custom_gradient: `{fn_name(f)}` is differentiated forward over "
-                f"forward (nested torch.func.jvp or jacfwd); torch does not differentiate the JVP "
-                f"rule of an autograd.Function, so the second derivative would be silently zero. "
-                f"Take second derivatives forward over reverse (torch.func.hessian, "
-                f"jacfwd(jacrev(f))) or reverse over reverse.")
+            raise msg.torch_forward_over_forward(f)
         n = ctx.n_outputs
         return _derived_jvp(ctx.backward_fn, ctx.meta[:n], ctx.meta[n:], tangents[n:])
 
@@ -168,12 +161,12 @@ def _requires_grad(t) -> bool:
     return isinstance(t, torch.Tensor) and t.requires_grad
 
 
-def call(inv):
-    dual = _has_tangents(inv.tensor_values)
+def call(arguments):
+    dual = _has_tangents(arguments.tensor_values)
     start = None if torch.compiler.is_compiling() else _next_node_number()
     with recording() as rec:
-        out_leaves, grad_fn = inv.run_forward(inv.tensor_values)
-    return _link(inv, rec, out_leaves, grad_fn, start, dual=dual)
+        forward = arguments.forward(arguments.tensor_values)
+    return _link(arguments, rec, *forward, start, dual=dual)
 
 
 _Tensor = torch.Tensor
@@ -222,13 +215,13 @@ def call_positional(f, args):
     if simple and not rec.variables and callable(result[1]):
         hidden = _hidden_leaves(outputs, args, (), start)
     if hidden is None or hidden:
-        inv = Invocation(f, args, {}, _this_module(), tensors_only=True)
-        return _link(inv, rec, *inv.accept_forward(result), start, hidden)
+        arguments = Call(f, args, {}, _THIS_MODULE, tensors_only=True)
+        return _link(arguments, rec, *arguments.accept(result), start, hidden)
     grad_fn = result[1]
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
     del result, output
     # what the backward needs of the arguments (the outputs' are the cotangents')
-    in_meta = [(a.shape, a.dtype, a.device) for a in args]
+    in_specs = [OutputSpec(a.shape, a.dtype, a.device, True) for a in args]
     versions = _closure_versions(grad_fn)
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
 
@@ -238,28 +231,18 @@ def call_positional(f, args):
         upstream = cotangents[0] if container is None else container(cotangents)
         positional, keywords, _ = upstream_arguments(grad_fn, f, upstream, upstream)
         grads = grad_fn(*positional, **keywords)
-        if len(in_meta) == 1 and isinstance(grads, _Tensor):
-            grads = (grads,)
-        if isinstance(grads, (tuple, list)) and len(grads) == len(in_meta) and all([
-            isinstance(g, _Tensor) and g.shape == m[0] and g.dtype == m[1]
-            for g, m in zip(grads, in_meta)
-        ]):
-            return list(grads)
-        return _general_backward(f, grad_fn, grads, in_meta, cotangents, container)
+        checked = plain_gradients(grads, in_specs, _THIS_MODULE)
+        if checked is not None:
+            return checked
+        # the general rules (autograd hands over one cotangent per output, with that output's
+        # shape, dtype and device)
+        out_specs = [OutputSpec(c.shape, c.dtype, c.device, True) for c in cotangents]
+        return check_gradients(plain_backward(f, grad_fn, _THIS_MODULE, in_specs, out_specs,
+                                              container), grads)[0]
 
     # what Function.apply ends in, without its checks for the cases ruled out above
     linked = _link_apply(backward, outputs, *[_unwrap_if_dead(a) for a in args])
     return linked[0] if container is None else container(linked)
-
-
-def _general_backward(f, grad_fn, grads, in_meta, cotangents, container):
-    """The general checks of what grad_fn returned, for a call of call_positional's kind
-    (autograd hands over one cotangent per output, with that output's shape, dtype and device)."""
-    out_specs = [OutputSpec(c.shape, c.dtype, c.device, True) for c in cotangents]
-    output_structure = out_specs[0] if container is None else container(out_specs)
-    inv = Invocation.released(f, _this_module(), [OutputSpec(*m, True) for m in in_meta],
-                              output_structure, out_specs)
-    return inv.accept_backward(grad_fn, grads)[0]
 
 
 def _has_tangents(tensors) -> bool:
@@ -303,44 +286,38 @@ def _holds_tensor(cell) -> bool:
 def _check_versions(versions, f):
     for name, tensor, version in versions:
         if tensor._version != version:
-            raise RuntimeError(
-                f"customgrad.custom_gradient: `{name}`, a tensor the grad_fn of `{fn_name(f)}` "
-                f"uses (shape {tuple(tensor.shape)}), was modified by an in-place operation after "
-                f"the forward (version {version}, now {tensor._version}), so the gradient would "
-                "be wrong. Modify a clone, or compute the new value out of place."
-            )
+            raise msg.torch_modified_in_place(f, name, tensor.shape, version, tensor._version)
 
 
-def _this_module():
-    return sys.modules[__name__]
-
-
-def _link(inv, rec, out_leaves, grad_fn, start, hidden=None, dual=False):
+def _link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=False):
     """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
-    `_Link`, whose backward runs grad_fn; returns the output (or f's, when nothing needs grad).
+    `_Link`, whose backward runs grad_fn (`backward`, a `_call.Backward`); returns the output
+    (f's `output`, when nothing needs grad).
 
     `start`: the number of the first autograd node f could have made (None under
     torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
     requiring grad that f read without receiving them (None: not looked for yet); `dual`: an
     input carries a forward-mode tangent, and `_DualLink` links every input."""
     if not torch.is_grad_enabled() and not dual:
-        return inv.output
+        return output
     # Under torch.vmap a batched tensor says requires_grad=False even when the tensor it wraps
     # requires grad: under functorch transforms every differentiable input is linked.
     transformed = torch._C._are_functorch_transforms_active()
+    values = arguments.tensor_values
     inputs = [
-        k for k, (t, diff) in enumerate(zip(inv.tensor_values, inv.differentiable))
+        k for k, (t, diff) in enumerate(zip(values, arguments.differentiable))
         if diff and (transformed or dual or t.requires_grad)
     ]
     variables, var_values = rec.variables, rec.raw_values
     if hidden is None and not transformed and start is not None:
-        hidden = _hidden_leaves(out_leaves, inv.tensor_values, var_values, start)
+        hidden = _hidden_leaves(out_leaves, values, var_values, start)
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
         variables, var_values = variables + hidden, var_values + hidden
     linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)] if var_values else ()
     if not inputs and not linked_vars:
-        return inv.output
+        return output
+    del output
     # detached: the parts of the forward graph grad_fn does not use are dropped now
     result, linked_outputs, outputs = [], [], []
     for j, o in enumerate(out_leaves):
@@ -351,47 +328,44 @@ def _link(inv, rec, out_leaves, grad_fn, start, hidden=None, dual=False):
                 outputs.append(o)
         result.append(o)
     del out_leaves
-    n_outputs = len(inv.output_specs)
+    n_outputs = len(result)
     # the common case: every output and every input linked, no variables
     every_output = len(linked_outputs) == n_outputs
-    every_input = len(inputs) == len(inv.tensor_values)
+    every_input = len(inputs) == len(values)
+    linked_inputs = values if every_input else [values[k] for k in inputs]
+    if linked_vars:
+        linked_inputs = linked_inputs + [var_values[i] for i in linked_vars]
+    versions = _closure_versions(backward.grad_fn)
 
-    versions = _closure_versions(grad_fn)
-
-    def backward(cotangents):
-        if hidden and not inspect_grad_fn(grad_fn).accepts_variables:
-            raise _hidden_leaves_error(inv.f, grad_fn, hidden)
+    def backward_fn(cotangents):  # holds the Backward (specs), not the arguments
+        if hidden and not inspect_grad_fn(backward.grad_fn).accepts_variables:
+            raise _hidden_leaves_error(backward.f, backward.grad_fn, hidden)
         if versions:
-            _check_versions(versions, inv.f)
+            _check_versions(versions, backward.f)
         if every_output:
             full = list(cotangents)
         else:
             full = [None] * n_outputs
             for j, ct in zip(linked_outputs, cotangents):
                 full[j] = ct
-        input_grads, var_grads = inv.run_backward(grad_fn, full, variables, var_values)
+        input_grads, var_grads = backward(full, variables, var_values)
         grads = input_grads if every_input else [input_grads[k] for k in inputs]
         if linked_vars:
             var_grads = var_grads or [None] * len(variables)
             grads += [var_grads[i] for i in linked_vars]
         return grads
 
-    linked_inputs = inv.tensor_values if every_input else [inv.tensor_values[k] for k in inputs]
-    if linked_vars:
-        linked_inputs = linked_inputs + [var_values[i] for i in linked_vars]
     if transformed or dual:
-        backward.forward_info = (inv.f, grad_fn)  # for the derived JVP
+        backward_fn.forward_info = (backward.f, backward.grad_fn)  # for the derived JVP
     if transformed:
-        linked = _FunctorchLink.apply(backward, len(outputs), *outputs, *linked_inputs)
+        linked = _FunctorchLink.apply(backward_fn, len(outputs), *outputs, *linked_inputs)
     elif dual:
-        linked = _DualLink.apply(backward, outputs, *linked_inputs)
+        linked = _DualLink.apply(backward_fn, outputs, *linked_inputs)
     else:
-        linked = _Link.apply(backward, outputs, *linked_inputs)
+        linked = _Link.apply(backward_fn, outputs, *linked_inputs)
     for j, t in zip(linked_outputs, linked):
         result[j] = t
-    result = inv.rebuild_output(result)
-    inv.release()
-    return result
+    return backward.rebuild(result)
 
 
 _next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next autograd node
@@ -443,19 +417,13 @@ def _hidden_leaves(outputs, inputs, known, start) -> list:
     return hidden
 
 
-def _hidden_leaves_error(f, grad_fn, hidden) -> CustomGradientError:
+def _hidden_leaves_error(f, grad_fn, hidden) -> msg.CustomGradientError:
     names = _parameter_names(f, grad_fn)
     described = ", ".join(
         f"the parameter {names[id(t)]!r} (shape {tuple(t.shape)})" if id(t) in names
         else f"a tensor of shape {tuple(t.shape)}" for t in hidden
     )
-    return CustomGradientError(
-        f"customgrad.custom_gradient: `{fn_name(f)}` used tensors that require grad without "
-        f"receiving them as arguments: {described}. Its grad_fn `{fn_name(grad_fn)}` does not "
-        f"accept a `variables` keyword argument, so they would get no gradient. Pass them to "
-        f"`{fn_name(f)}` as positional arguments, or let grad_fn accept `variables=` (it then "
-        f"receives them, after any keras.Variables read, and returns (grad_xs, grad_vars))."
-    )
+    return msg.torch_hidden_leaves(f, grad_fn, described)
 
 
 def _parameter_names(*fns) -> dict:

@@ -1,0 +1,461 @@
+"""Every message customgrad raises (custom_gradient, grad/vjp/jvp, check_gradients, ops, layers),
+built in one place.
+
+Each builder returns the exception to raise (or, where a framework needs the text itself, the
+text); `tests/python/test_messages.py` pins each whole message. Names of functions come from one
+helper, `fn_name`.
+
+>>> def f(x): ...
+>>> str(not_a_pair(f, 3.0))
+'customgrad.custom_gradient: `f` must return a pair (output, grad_fn); received a float.'
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from . import _tree
+
+_CG = "customgrad.custom_gradient"
+
+
+class CustomGradientError(ValueError):
+    """A function given to `customgrad.custom_gradient` broke its contract."""
+
+
+CustomGradientError.__module__ = "customgrad"  # tracebacks say customgrad.CustomGradientError
+
+
+def fn_name(fn, qualified: bool = True) -> str:
+    """How messages name a function: its qualified name (`Model.call.<locals>.grad`); with
+    `qualified=False` its plain `__name__` (`grad`), as customgrad.grad/vjp/jvp name it.
+
+    >>> fn_name(fn_name), fn_name(lambda: 0, qualified=False)
+    ('fn_name', '<lambda>')
+    """
+    if not qualified:
+        return str(getattr(fn, "__name__", fn))
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def signature_text(fn) -> str:
+    """fn's signature as Python prints it, or "(unknown)" for callables that have none."""
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(unknown)"
+
+
+def _grad_fn_of(grad_fn, f) -> str:
+    return f"grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}`"
+
+
+# -- the decorator and the arguments ------------------------------------------------------------
+
+def unsupported_backend(name: str, names) -> NotImplementedError:
+    return NotImplementedError(
+        f"customgrad: the Keras backend {name!r} is not supported; expected one of {list(names)}.")
+
+
+def not_callable(f) -> TypeError:
+    return TypeError(
+        f"{_CG}: expected a callable f(*args) returning (output, grad_fn); received "
+        f"{_tree.describe(f)}.")
+
+
+def forward_mode_option(where: str, value) -> TypeError:
+    return TypeError(
+        f"{where}: forward_mode must be True or False; received {value!r} "
+        f"({type(value).__name__}).")
+
+
+def keyword_input(key: str) -> str:
+    """A tensor passed to f by keyword, for `hidden_input`."""
+    return f"the tensor passed by keyword `{key}`"
+
+
+def closed_over_input(name: str) -> str:
+    """A tensor f closes over, for `hidden_input`."""
+    return f"the tensor `{name}` it closes over"
+
+
+def hidden_input(f, found: str) -> CustomGradientError:
+    """`found`: the input, as `keyword_input` or `closed_over_input` name it."""
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` uses {found}, which is being differentiated; a custom gradient "
+        f"defines gradients for the positional arguments only (grad_fn returns one per positional "
+        f"argument), so this one would be lost. Pass it as a positional argument and return its "
+        f"gradient from grad_fn.")
+
+
+def foreign_framework(framework: str, backend: str, what: str) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: {what}, but the Keras backend is {backend}; a custom-gradient function and its "
+        f"grad_fn must compute with keras.ops (or {backend}'s own ops). Replace the {framework} "
+        f"ops (e.g. tf.exp -> keras.ops.exp), or set KERAS_BACKEND={framework}.")
+
+
+def foreign_value(what: str, value, where: str) -> str:
+    """The `what` of `foreign_framework` for a value of another framework found at `where`."""
+    return f"{what} {_tree.describe(value)} as {where}"
+
+
+def raised_while_running(framework: str, f) -> str:
+    """The `what` of `foreign_framework` for an error another framework raised inside f."""
+    return f"{framework} raised the error above while `{fn_name(f)}` ran"
+
+
+# -- what f returns -----------------------------------------------------------------------------
+
+def not_a_pair(f, result) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` must return a pair (output, grad_fn); received "
+        f"{_tree.describe(result)}.")
+
+
+def grad_fn_not_callable(f, grad_fn) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: the second element returned by `{fn_name(f)}` must be a callable grad_fn; "
+        f"received {_tree.describe(grad_fn)}.")
+
+
+def loss_in_forward(f, why: str) -> CustomGradientError:
+    """A `layer.add_loss` inside f where the backend cannot differentiate it (`why`)."""
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` added a loss (layer.add_loss) inside its forward; {why}. Add the "
+        f"loss outside the custom-gradient function.")
+
+
+# -- calling grad_fn ----------------------------------------------------------------------------
+
+def grad_fn_arity(grad_fn, f, output, n_upstream: int, extra: str = "") -> CustomGradientError:
+    """grad_fn cannot take the upstream gradients; `extra`: one more sentence, or ""."""
+    plural = "s" if n_upstream != 1 else ""
+    return CustomGradientError(
+        f"{_CG}: {_grad_fn_of(grad_fn, f)} has the signature {signature_text(grad_fn)}, so it "
+        f"cannot be called with the upstream gradients of {_tree.describe(output)} ({n_upstream} "
+        f"upstream gradient{plural}). grad_fn must take one positional parameter per output "
+        f"({n_upstream}), or one for the whole output's upstream structure, or *args, or only "
+        f"the keyword `upstream`.{extra}")
+
+
+def required_keywords_extra(keywords) -> str:
+    return (f" It also requires the keyword argument(s) {list(keywords)}, which customgrad does "
+            f"not pass.")
+
+
+def needs_variables_extra(f) -> str:
+    return (f" It requires `variables`, but `{fn_name(f)}` read no trainable variable: give that "
+            f"parameter a default (variables=None).")
+
+
+def variables_not_accepted(f, grad_fn, names: list) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` read the trainable variables {names}, so its grad_fn "
+        f"`{fn_name(grad_fn)}` must accept a `variables` keyword argument and return (grad_xs, "
+        f"grad_vars); received a grad_fn with signature {signature_text(grad_fn)}. Without it "
+        f"these variables would get no gradient.")
+
+
+# -- what grad_fn returns -----------------------------------------------------------------------
+
+def variables_result_not_a_pair(f, grad_fn, result) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: {_grad_fn_of(grad_fn, f)} was given variables= and must return a pair "
+        f"(grad_xs, grad_vars); received {_tree.describe(result)}.")
+
+
+def grad_vars_count(f, grad_fn, n_variables: int, grad_vars) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: {_grad_fn_of(grad_fn, f)} must return one gradient per variable "
+        f"({n_variables}) in grad_vars; received {_tree.describe(grad_vars)}.")
+
+
+def grad_xs_structure(f, grad_fn, args: tuple, n_tensors: int, grad_xs,
+                      mismatch) -> CustomGradientError:
+    expected = (
+        f"one gradient per positional argument ({len(args)}: "
+        f"{', '.join(_tree.describe(a) for a in args)}) or a flat sequence of {n_tensors} "
+        f"(one per tensor leaf)")
+    return CustomGradientError(
+        f"{_CG}: {_grad_fn_of(grad_fn, f)} must return {expected}; received "
+        f"{_tree.describe(grad_xs)} ({mismatch}).")
+
+
+def gradient_shape(f, grad_fn, shape, where: str, expected_shape) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: {_grad_fn_of(grad_fn, f)} returned a gradient of shape {tuple(shape)} for "
+        f"{where}, which has shape {tuple(expected_shape)}; gradients must have their input's "
+        f"shape (customgrad never broadcasts or sums them for you).")
+
+
+def grad_fn_of(f, grad_fn) -> str:
+    """Who returned a gradient ("grad_fn `g` of `f`"), for `returned` and composite specs."""
+    return _grad_fn_of(grad_fn, f)
+
+
+def returned(who: str) -> str:
+    """The `what` of `foreign_value` for a value f (`who` its name in backquotes, or
+    `grad_fn_of`) returned."""
+    return f"{who} returned"
+
+
+def variable_place(name: str) -> str:
+    """Where a gradient goes, for a variable f read."""
+    return f"the variable {name}"
+
+
+def composite_misfit(who: str, grad, detail: str, where: str, spec, expected: str) -> str:
+    """(text) A gradient that does not fit a ragged or sparse input."""
+    return (f"{_CG}: {who} returned {_tree.describe(grad)}{detail} for {where}, "
+            f"{_tree.describe(spec)}; expected {expected}.")
+
+
+# -- forward mode -------------------------------------------------------------------------------
+
+def nonlinear(f, grad_fn, why: str) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: the grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` is not linear in its "
+        f"upstream gradient ({why}), so it defines no forward-mode derivative: a JVP is derived "
+        f"from grad_fn as the transpose of a linear map, and there is none here. Use reverse mode "
+        f"(customgrad.grad, customgrad.vjp) for this function.")
+
+
+# -- backend-specific limits --------------------------------------------------------------------
+
+def torch_second_backward() -> RuntimeError:
+    return RuntimeError(
+        f"{_CG}: trying to backward through the graph a second time; its grad_fn and the tensors "
+        f"it holds were freed after the first backward. Pass retain_graph=True to the first "
+        f"backward to keep them.")
+
+
+def torch_forward_over_forward(f) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` is differentiated forward over forward (nested torch.func.jvp "
+        f"or jacfwd); torch does not differentiate the JVP rule of an autograd.Function, so the "
+        f"second derivative would be silently zero. Take second derivatives forward over reverse "
+        f"(torch.func.hessian, jacfwd(jacrev(f))) or reverse over reverse.")
+
+
+def torch_modified_in_place(f, name: str, shape, version: int, now: int) -> RuntimeError:
+    return RuntimeError(
+        f"{_CG}: `{name}`, a tensor the grad_fn of `{fn_name(f)}` uses (shape {tuple(shape)}), "
+        f"was modified by an in-place operation after the forward (version {version}, now "
+        f"{now}), so the gradient would be wrong. Modify a clone, or compute the new value out "
+        f"of place.")
+
+
+def torch_hidden_leaves(f, grad_fn, described: str) -> CustomGradientError:
+    """`described`: the tensors, as "the parameter 'w' (shape (2,))" or "a tensor of shape
+    (2,)", joined by commas."""
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` used tensors that require grad without receiving them as "
+        f"arguments: {described}. Its grad_fn `{fn_name(grad_fn)}` does not accept a `variables` "
+        f"keyword argument, so they would get no gradient. Pass them to `{fn_name(f)}` as "
+        f"positional arguments, or let grad_fn accept `variables=` (it then receives them, after "
+        f"any keras.Variables read, and returns (grad_xs, grad_vars)).")
+
+
+def jax_grad_fn_assigned(f, n: int) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: grad_fn of `{fn_name(f)}` assigned {n} variable(s); on jax inside a stateless "
+        f"scope (model.fit) an assignment cannot leave the backward pass. Assign in the forward "
+        f"instead.")
+
+
+def jax_forward_mode_assigned(f, n: int) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` (forward_mode=True) assigned {n} variable(s) inside a stateless "
+        f"scope; on jax such updates cannot leave a custom_jvp function. Use forward_mode=False "
+        f"(the default) for functions that assign variables.")
+
+
+def tf_composite_refused(what: str, f, leaf, path: str, supported: str,
+                         hint: str) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: {what} `{fn_name(f)}` is {_tree.describe(leaf)} at {path}; on tensorflow a "
+        f"custom gradient supports {supported} there{hint}.")
+
+
+def tf_composite_forward_mode(f) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` has ragged or sparse arguments and a tf.autodiff."
+        f"ForwardAccumulator opened inside a tf.function watches it; forward mode of composite "
+        f"tensors is supported in eager mode only.")
+
+
+def tf_reference_variable(f) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` uses a reference (non-resource) variable, which a custom "
+        f"gradient cannot route to grad_fn; create it as a resource variable (TensorFlow 2's "
+        f"default; use_resource=True in a variable_scope).")
+
+
+def tf_vjp_composite(value, supported: str) -> TypeError:
+    return TypeError(
+        f"customgrad.vjp: cannot differentiate with respect to a {type(value).__name__}; on "
+        f"tensorflow the values may be {supported}.")
+
+
+# -- customgrad.grad, value_and_grad, vjp, jvp, hvp (they name f by its plain __name__) ------------
+
+def _plain(f) -> str:
+    return fn_name(f, qualified=False)
+
+
+def aux_not_a_pair(who: str, f, result) -> TypeError:
+    return TypeError(
+        f"{who}: with has_aux=True, `{_plain(f)}` must return a pair (output, aux); received "
+        f"{_tree.describe(result)}.")
+
+
+def no_autodiff(who: str, backend: str, what: str) -> NotImplementedError:
+    """`what`: "gradients" or "derivatives"."""
+    return NotImplementedError(
+        f"{who}: the {backend!r} Keras backend has no autodiff; {what} need jax, tensorflow or "
+        f"torch.")
+
+
+def cotangent_structure(mismatch) -> ValueError:
+    return ValueError(
+        f"customgrad.vjp: the cotangents must have the structure of the outputs; {mismatch}")
+
+
+def bad_argnums(argnums) -> TypeError:
+    return TypeError(
+        f"customgrad.value_and_grad: argnums must be an int or a non-empty tuple of ints; "
+        f"received {argnums!r}.")
+
+
+def argnums_out_of_range(argnums, n: int, f, n_args: int) -> ValueError:
+    return ValueError(
+        f"customgrad.grad: argnums {argnums!r} refers to positional argument {n}, but "
+        f"`{_plain(f)}` was called with {n_args}.")
+
+
+def not_a_scalar(f, out) -> TypeError:
+    return TypeError(
+        f"customgrad.grad: `{_plain(f)}` must return a float scalar (shape ()) to take its "
+        f"gradient; received {_tree.describe(out)}. Use customgrad.vjp for non-scalar outputs.")
+
+
+def nothing_to_differentiate(n: int, f, arg) -> TypeError:
+    return TypeError(
+        f"customgrad.grad: argument {n} of `{_plain(f)}` must contain a floating-point value to "
+        f"differentiate with respect to; received {_tree.describe(arg)}. Pass floats (3.0, "
+        f"np.float32(3.0), a float tensor).")
+
+
+def primals_not_a_tuple(who: str, f, primals, non_empty: bool = False) -> TypeError:
+    kind = "a non-empty tuple" if non_empty else "a tuple"
+    return TypeError(
+        f"{who}: primals must be {kind} of the positional arguments of `{_plain(f)}`; received "
+        f"{_tree.describe(primals)}.")
+
+
+def tangent_structure(primals, tangents, mismatch) -> ValueError:
+    return ValueError(
+        f"customgrad.jvp: tangents must have the structure of primals "
+        f"({_tree.describe(primals)}); received {_tree.describe(tangents)} ({mismatch}).")
+
+
+def tangent_shape(where: str, shape, primal_shape) -> ValueError:
+    return ValueError(
+        f"customgrad.jvp: the tangent of {where} has shape {tuple(shape)}, but the primal has "
+        f"shape {tuple(primal_shape)}; each tangent must have its primal's shape.")
+
+
+def jvp_of_reverse_only(f, error) -> CustomGradientError:
+    return CustomGradientError(
+        f"customgrad.jvp: `{_plain(f)}` calls a custom-gradient function built for reverse mode "
+        f"only; on jax, forward mode needs customgrad.custom_gradient(..., forward_mode=True) "
+        f"({error})")
+
+
+# -- customgrad.check_gradients -----------------------------------------------------------------
+
+_CHECK = "customgrad.check_gradients"
+
+
+def check_no_float_argument(f, args) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: `{fn_name(f)}` has no floating-point tensor among its positional arguments; "
+        f"received {[_tree.describe(a) for a in args]}.")
+
+
+def check_composite_argument(where: str, f, spec) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: {where} of `{fn_name(f)}` is {_tree.describe(spec)}; finite differences need "
+        f"dense tensors. Check a function of its (flat) values instead, one that rebuilds it "
+        f"inside.")
+
+
+def check_option(name: str, expected: str, value) -> ValueError:
+    """`expected`: as "1 or 2", "a non-empty tuple of 'rev' and 'fwd'"."""
+    return ValueError(f"{_CHECK}: {name} must be {expected}; received {value!r}.")
+
+
+def check_jacobian_too_large(n_in: int, n_out: int) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: jacobian=True is for small inputs (inputs x outputs <= 4096); received "
+        f"{n_in} input and {n_out} output elements.")
+
+
+def check_not_custom(f) -> ValueError:
+    return ValueError(
+        f"{_CHECK}: against='autodiff' needs a function decorated with "
+        f"customgrad.custom_gradient; received `{fn_name(f)}`, which is not.")
+
+
+def check_failed(report) -> str:
+    """(text) The summary line of a failed check, then the whole report."""
+    first = report.failures[0]
+    return (f"{_CHECK}: the gradient of `{report.function}` is wrong: {first.name} failed at "
+            f"{first.where}: error {first.error:.4g} > allowed {first.allowed:.4g} "
+            f"({len(report.failures)} of {len(report.checks)} checks failed).\n{report}")
+
+
+# -- customgrad.ops and customgrad.layers: their options ----------------------------------------
+
+def clip_bounds(min_value, max_value) -> ValueError:
+    return ValueError(
+        f"customgrad.ops.clip_gradient: min_value must be <= max_value; received "
+        f"min_value={min_value}, max_value={max_value}.")
+
+
+def clip_norm(max_norm) -> ValueError:
+    return ValueError(
+        f"customgrad.ops.clip_gradient_norm: max_norm must be > 0; received {max_norm}.")
+
+
+def layer_not_a_number(layer: str, name: str, value) -> TypeError:
+    return TypeError(f"customgrad.layers.{layer}: {name} must be a number; received {value!r}.")
+
+
+def layer_not_positive(layer: str, name: str, value) -> ValueError:
+    return ValueError(f"customgrad.layers.{layer}: {name} must be > 0; received {value!r}.")
+
+
+def clip_layer_without_bounds() -> ValueError:
+    return ValueError(
+        "customgrad.layers.ClipGradient: give min_value and max_value, max_norm, or both; "
+        "received none of them.")
+
+
+def clip_layer_half_bounds(min_value, max_value) -> ValueError:
+    return ValueError(
+        f"customgrad.layers.ClipGradient: min_value and max_value go together; received "
+        f"min_value={min_value!r}, max_value={max_value!r}.")
+
+
+def quantizer_levels(levels) -> ValueError:
+    return ValueError(
+        f"customgrad.layers.StraightThroughQuantizer: levels must be an int >= 2; received "
+        f"{levels!r}.")
+
+
+def quantizer_range(min_value, max_value) -> ValueError:
+    return ValueError(
+        f"customgrad.layers.StraightThroughQuantizer: max_value must be > min_value; received "
+        f"min_value={min_value!r}, max_value={max_value!r}.")

@@ -1,0 +1,32 @@
+"""`OutputSpec`: what a backward needs of a tensor, without its memory.
+
+A leaf module (it imports nothing of customgrad), so that the backend modules can build specs
+without importing the entry point.
+
+>>> OutputSpec((2, 3), "float32", None, True)
+OutputSpec(shape=(2, 3), dtype=float32)
+"""
+
+from __future__ import annotations
+
+
+class OutputSpec:
+    """What the backward needs of a tensor: shape (static, None for unknown dims), dtype, device,
+    float or not, and for partly unknown shapes the runtime shape (a small tensor).
+
+    A plain class with slots: one is made per input and output of every call, and a frozen
+    dataclass costs three times as much to build.
+    """
+
+    __slots__ = ("shape", "dtype", "device", "floating", "runtime_shape")
+    describe_as = "tensor"  # in error messages
+    # Specs of structured tensors (TensorFlow's ragged and sparse tensors) check a gradient
+    # themselves: check_gradient(grad, who, where) -> the gradient, or a CustomGradientError.
+    check_gradient = None
+
+    def __init__(self, shape, dtype, device, floating, runtime_shape=None):
+        self.shape, self.dtype, self.device = shape, dtype, device
+        self.floating, self.runtime_shape = floating, runtime_shape
+
+    def __repr__(self):
+        return f"OutputSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
