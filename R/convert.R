@@ -23,18 +23,18 @@ r_array_bytes <- function(x) {
 
 r_array_to_tensor <- function(x, dtype = NULL) {
   b <- r_array_bytes(x)
-  py_mod("glue")$from_r(b[[1]], b[[2]], b[[3]], dtype)
+  py_mod("bridge")$from_r(b[[1]], b[[2]], b[[3]], dtype)
 }
 
 # An R array as the numpy array reticulate would make of it (doubles float64): what keras3 hands
 # to an op for an R array.
 r_array_to_numpy <- function(x) {
   b <- r_array_bytes(x)
-  reticulate::py_call(py_fn("glue", "from_r_numpy"), b[[1]], b[[2]], b[[3]])
+  reticulate::py_call(py_fn("bridge", "from_r_numpy"), b[[1]], b[[2]], b[[3]])
 }
 
 tensor_to_r_array <- function(x, drop_dim = FALSE) {
-  res <- with_py_errors(py_mod("glue")$to_r(x), "as.array")
+  res <- with_py_errors(py_mod("bridge")$to_r(x), "as.array")
   buf <- res[[1]]
   shape <- as.integer(unlist(res[[2]]))
   rtype <- res[[3]]
@@ -244,7 +244,7 @@ check_axes <- function(axes, ref, call, extra = 0L) {
 
 r_rank <- function(x) {
   if (is.list(x)) x <- x[[1]]
-  if (is_py_object(x)) return(length(py_mod("glue")$shape(x)))
+  if (is_py_object(x)) return(length(py_mod("bridge")$shape(x)))
   if (is.null(dim(x))) as.integer(length(x) != 1L) else length(dim(x))
 }
 
@@ -303,7 +303,7 @@ index_out <- function(res, zero_indexed = FALSE) {
 as_split_arg <- function(x, fn = "op", arg = "indices_or_sections", zero_indexed = FALSE,
                          call = parent.frame()) {
   if (is.numeric(x) && length(x) == 1L && is.null(dim(x))) return(as_py_int(x, fn, arg))
-  if (is_py_object(x) && length(py_mod("glue")$shape(x)) == 0L) return(x)
+  if (is_py_object(x) && length(py_mod("bridge")$shape(x)) == 0L) return(x)
   idx <- as_index_in(x, fn, arg, zero_indexed, call = call)
   if (is_py_object(idx)) return(idx)
   idx
@@ -363,7 +363,7 @@ op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NU
       nms <- names(dots) %||% rep("", length(dots))
       pos <- c(positional %||% list(), lapply(dots[!nzchar(nms)], as_tensor_arg))
       kw <- c(args, lapply(dots[nzchar(nms)], dots_convert))
-      py_mod("glue")$call(pyfn, unname(pos), reticulate::py_dict(as.list(names(kw)), unname(kw)))
+      py_mod("bridge")$call(pyfn, unname(pos), reticulate::py_dict(as.list(names(kw)), unname(kw)))
     }
   }, fn)
   # namedtuples (TensorFlow's top_k, ...) stay Python objects in reticulate: make them lists

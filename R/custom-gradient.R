@@ -75,7 +75,7 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
   python_function <- function() {
     if (is.null(decorated)) {
       decorated <<- with_py_errors(
-        py_mod("glue")$custom_gradient(forward, name = fname,
+        py_mod("bridge")$custom_gradient(forward, name = fname,
                                        forward_mode = isTRUE(forward_mode)),
         "op_custom_gradient",
         call = user_call

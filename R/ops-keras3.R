@@ -145,21 +145,21 @@ op_pmin <- function(x1, x2) op_minimum(x1, x2)
 #' @export
 op_subset <- function(x, ...) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset")(x, key), "op_subset")
+  with_py_errors(py_fn("bridge", "subset")(x, key), "op_subset")
 }
 
 #' @rdname op_subset
 #' @export
 `op_subset<-` <- function(x, ..., value) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset_assign")(x, key, subset_value(x, value)), "op_subset<-")
+  with_py_errors(py_fn("bridge", "subset_assign")(x, key, subset_value(x, value)), "op_subset<-")
 }
 
 #' @rdname op_subset
 #' @export
 op_subset_set <- function(x, ..., value) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset_assign")(x, key, subset_value(x, value)), "op_subset_set")
+  with_py_errors(py_fn("bridge", "subset_assign")(x, key, subset_value(x, value)), "op_subset_set")
 }
 
 subset_value <- function(x, value) {

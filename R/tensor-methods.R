@@ -54,12 +54,12 @@ NULL
 
 tensor_subset <- function(x, ...) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset")(x, key), "[")
+  with_py_errors(py_fn("bridge", "subset")(x, key), "[")
 }
 
 tensor_subset_assign <- function(x, ..., value) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset_assign")(x, key, subset_value(x, value)), "[<-")
+  with_py_errors(py_fn("bridge", "subset_assign")(x, key, subset_value(x, value)), "[<-")
 }
 
 tensor_t <- function(x) op_transpose(x)
@@ -282,12 +282,12 @@ tensor_as_integer <- function(x, ...) as.integer(tensor_to_r_array(x, drop_dim =
 tensor_as_logical <- function(x, ...) as.logical(tensor_to_r_array(x, drop_dim = TRUE))
 
 tensor_dim <- function(x) {
-  shape <- py_mod("glue")$shape(x)
+  shape <- py_mod("bridge")$shape(x)
   vapply(as.list(shape), function(d) if (is.null(d)) NA_integer_ else as.integer(d), 1L)
 }
 
 tensor_print <- function(x, ...) {
-  header <- tryCatch(py_mod("glue")$describe(x), error = function(e) "tensor")
+  header <- tryCatch(py_mod("bridge")$describe(x), error = function(e) "tensor")
   text <- tryCatch(reticulate::py_repr(x), error = function(e) "")
   cat("<", header, ">\n", text, "\n", sep = "")
   invisible(x)
