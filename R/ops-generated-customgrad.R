@@ -7,7 +7,7 @@
 #' @export
 op_log1pexp <- function(x) {
   args <- list(
-    as_tensor(x)
+    to_py(x, tensors = TRUE)
   )
   op_call("log1pexp", args, "op_log1pexp", module = "customgrad.ops")
 }
@@ -16,9 +16,9 @@ op_log1pexp <- function(x) {
 #' @export
 op_clip_gradient <- function(x, min_value, max_value) {
   args <- list(
-    as_tensor(x),
-    as_tensor_arg(min_value),
-    as_tensor_arg(max_value)
+    to_py(x, tensors = TRUE),
+    to_py(min_value),
+    to_py(max_value)
   )
   op_call("clip_gradient", args, "op_clip_gradient", module = "customgrad.ops")
 }
@@ -27,8 +27,8 @@ op_clip_gradient <- function(x, min_value, max_value) {
 #' @export
 op_clip_gradient_norm <- function(x, max_norm) {
   args <- list(
-    as_tensor(x),
-    as_tensor_arg(max_norm)
+    to_py(x, tensors = TRUE),
+    to_py(max_norm)
   )
   op_call("clip_gradient_norm", args, "op_clip_gradient_norm", module = "customgrad.ops")
 }
@@ -37,8 +37,8 @@ op_clip_gradient_norm <- function(x, max_norm) {
 #' @export
 op_reverse_gradient <- function(x, scale = 1.0) {
   args <- list(
-    as_tensor(x),
-    as_tensor_arg(scale)
+    to_py(x, tensors = TRUE),
+    to_py(scale)
   )
   op_call("reverse_gradient", args, "op_reverse_gradient", module = "customgrad.ops")
 }
@@ -47,8 +47,8 @@ op_reverse_gradient <- function(x, scale = 1.0) {
 #' @export
 op_scale_gradient <- function(x, scale) {
   args <- list(
-    as_tensor(x),
-    as_tensor_arg(scale)
+    to_py(x, tensors = TRUE),
+    to_py(scale)
   )
   op_call("scale_gradient", args, "op_scale_gradient", module = "customgrad.ops")
 }
@@ -57,7 +57,7 @@ op_scale_gradient <- function(x, scale) {
 #' @export
 op_round_ste <- function(x) {
   args <- list(
-    as_tensor(x)
+    to_py(x, tensors = TRUE)
   )
   op_call("round_ste", args, "op_round_ste", module = "customgrad.ops")
 }
@@ -66,7 +66,7 @@ op_round_ste <- function(x) {
 #' @export
 op_sign_ste <- function(x) {
   args <- list(
-    as_tensor(x)
+    to_py(x, tensors = TRUE)
   )
   op_call("sign_ste", args, "op_sign_ste", module = "customgrad.ops")
 }
@@ -75,9 +75,9 @@ op_sign_ste <- function(x) {
 #' @export
 op_safe_norm <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor(x),
+    to_py(x, tensors = TRUE),
     as_axis(axis, "op_safe_norm", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("safe_norm", args, "op_safe_norm", module = "customgrad.ops", axes = list(axis = axis), ref = x)
 }
@@ -86,7 +86,7 @@ op_safe_norm <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_safe_sqrt <- function(x) {
   args <- list(
-    as_tensor(x)
+    to_py(x, tensors = TRUE)
   )
   op_call("safe_sqrt", args, "op_safe_sqrt", module = "customgrad.ops")
 }
@@ -95,9 +95,9 @@ op_safe_sqrt <- function(x) {
 #' @export
 op_safe_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor(x),
+    to_py(x, tensors = TRUE),
     as_axis(axis, "op_safe_logsumexp", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("logsumexp", args, "op_safe_logsumexp", module = "customgrad.ops", axes = list(axis = axis), ref = x)
 }
@@ -106,7 +106,7 @@ op_safe_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_efficient_swish <- function(x) {
   args <- list(
-    as_tensor(x)
+    to_py(x, tensors = TRUE)
   )
   op_call("swish", args, "op_efficient_swish", module = "customgrad.ops")
 }

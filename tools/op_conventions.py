@@ -7,7 +7,8 @@ op and the argument), never a silent default.
 TRANSFORMERS: how an R argument becomes a Python one. Each entry has
   "r":            the R expression ({arg}: the R argument, {fn}: the R function name,
                   {py}: the Python argument name); every one goes through the single converter
-                  as_tensor_arg() of R/convert.R, after the index shift or integer coercion;
+                  to_py() of R/convert.R (the one R -> Python conversion), after the index shift
+                  or integer coercion;
   "doc":          text added to the argument's documentation;
   "shift":        added to a non-negative integer default (1-based in R: axis 0 -> 1);
   "zero_indexed": the op gets a `zero_indexed = FALSE` argument (keras3: TRUE takes and gives
@@ -20,9 +21,9 @@ TRANSFORMERS: how an R argument becomes a Python one. Each entry has
 TRANSFORMERS = {
     # keras3's (reticulate's) conversion of any value: R scalars -> Python scalars, vectors ->
     # tensors of floatx, arrays -> numpy arrays, functions -> Python callables, strings as they are
-    "value": {"r": "as_tensor_arg({arg})", "data": True},
+    "value": {"r": "to_py({arg})", "data": True},
     # always a tensor (doubles of floatx, scalars included): customgrad.ops takes tensors
-    "tensor": {"r": "as_tensor({arg})", "data": True},
+    "tensor": {"r": "to_py({arg}, tensors = TRUE)", "data": True},
     # passed as it is (dtype names)
     "plain": {"r": "{arg}"},
     # keras3's as_array(): R vectors become arrays too (doubles float64)
