@@ -100,7 +100,7 @@ def category(op: str, arg: str) -> str:
     cat = OPS.get(op, {}).get(arg) or ARGS.get(arg)
     if cat is None:
         raise TableError(f"op {op!r}: argument {arg!r} has no transformer in "
-                         "tools/op_conventions.py (add it to ARGS, or to OPS[{op!r}])")
+                         f"tools/op_conventions.py (add it to ARGS, or to OPS[{op!r}])")
     if cat not in TRANSFORMERS:
         raise TableError(f"op {op!r}: argument {arg!r}: unknown transformer {cat!r}")
     return cat
