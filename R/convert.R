@@ -118,7 +118,7 @@ as_tensor <- function(x, dtype = NULL) {
 #   list                              a list (a dict when every element is named), elements
 #                                     converted with the same `tensors`
 #
-# Tensors made from R numbers are of the default float dtype for doubles ([config_floatx()]),
+# Tensors made from R numbers are of the default float dtype for doubles (config_floatx()),
 # int32 for integers, bool for logicals (r_array_to_tensor()). The keras3 transformers of the
 # generated ops (as_array_arg(), as_integer_arg(), ...) prepare a value and then call to_py().
 to_py <- function(x, tensors = FALSE) {

@@ -1,7 +1,7 @@
 # Calling a keras (or customgrad) op from R with converted arguments, and the R error for an
 # out-of-range axis.
 
-# Calls keras.ops.<name> (or keras.ops.image.<name>) with converted arguments.
+# Calls keras.ops.<name> (or keras.ops.image.<name>, customgrad.ops.<name>) with converted arguments.
 # `axes` (the axis arguments as the user gave them) and `ref` (the tensor they index) turn a
 # backend error into an R one naming the out-of-range axis (see check_axes()).
 op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NULL,
