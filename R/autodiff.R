@@ -6,8 +6,7 @@ r_fn_to_py <- function(f, what, call = caller_env()) {
              "type", call = call)
   }
   if (inherits(f, "customgrad_function")) return(attr(f, "python_function")())
-  force(f)
-  function(...) in_callback(to_py_tree(f(...)))
+  wrap_r_function(f)
 }
 
 as_argnums <- function(argnums, what, call = caller_env()) {
@@ -32,7 +31,8 @@ call_args <- function(..., .f = NULL) {
     if (all_py) return(args)
   }
   args <- positional_args(.f, args)
-  lapply(args, function(a) if (is.list(a)) as_tensor_arg(a) else as_tensor(a))
+  # a differentiated argument is a tensor (as_tensor()); a structure keeps keras3's rule
+  lapply(args, function(a) if (is.list(a)) to_py(a) else as_tensor(a))
 }
 
 # R callers name arguments freely; Python gives gradients only to positional ones. Named
@@ -99,7 +99,7 @@ op_vjp <- function(f, ...) {
                         "op_vjp")
   vjp_fn <- res[[2]]
   list(res[[1]], function(cotangents) {
-    with_py_errors(vjp_fn(to_py_tree(cotangents)), "op_vjp", quote(op_vjp()))
+    with_py_errors(vjp_fn(to_py(cotangents, tensors = TRUE)), "op_vjp", quote(op_vjp()))
   })
 }
 

@@ -1,4 +1,5 @@
-# Conversion between R vectors/arrays and tensors, as raw bytes (reticulate 1.28 cannot use numpy 2).
+# The conversion between R values and Python: R arrays and tensors as raw bytes (reticulate 1.28
+# cannot use numpy 2), as_tensor(), and to_py(), the one rule for every R value handed to Python.
 
 r_array_bytes <- function(x) {
   if (is.factor(x)) x <- as.character(x)
@@ -23,18 +24,18 @@ r_array_bytes <- function(x) {
 
 r_array_to_tensor <- function(x, dtype = NULL) {
   b <- r_array_bytes(x)
-  py_mod("glue")$from_r(b[[1]], b[[2]], b[[3]], dtype)
+  py_mod("bridge")$from_r(b[[1]], b[[2]], b[[3]], dtype)
 }
 
 # An R array as the numpy array reticulate would make of it (doubles float64): what keras3 hands
 # to an op for an R array.
 r_array_to_numpy <- function(x) {
   b <- r_array_bytes(x)
-  reticulate::py_call(py_fn("glue", "from_r_numpy"), b[[1]], b[[2]], b[[3]])
+  reticulate::py_call(py_fn("bridge", "from_r_numpy"), b[[1]], b[[2]], b[[3]])
 }
 
 tensor_to_r_array <- function(x, drop_dim = FALSE) {
-  res <- with_py_errors(py_mod("glue")$to_r(x), "as.array")
+  res <- with_py_errors(py_mod("bridge")$to_r(x), "as.array")
   buf <- res[[1]]
   shape <- as.integer(unlist(res[[2]]))
   rtype <- res[[3]]
@@ -69,7 +70,13 @@ tensor_to_r_array <- function(x, drop_dim = FALSE) {
 #'   `float64`, and Keras keeps `float64` on tensorflow and torch (jax, without its x64 mode,
 #'   computes in `float32`);
 #' * where 'keras3' converts a vector to an array (`op_convert_to_tensor()`, the `values` of
-#'   `op_scatter()`, the `bins` of `op_digitize()`, ...) a double vector is `float64` too.
+#'   `op_scatter()`, the `bins` of `op_digitize()`, ...) a double vector is `float64` too;
+#' * strings stay strings, R functions become Python functions, `tuple()` a Python tuple, and a
+#'   list a Python list (a dict when every element is named), its elements converted alike.
+#'
+#' What an R function hands back to Python (the output and gradients of [op_custom_gradient()],
+#' the result of a function given to [op_grad()] or [op_map()]) is converted as `as_tensor()`
+#' does: every R number becomes a tensor, scalars included.
 #'
 #' `as_tensor()` is this package's own conversion: it always gives [config_floatx()] for
 #' doubles unless `dtype` says otherwise.
@@ -92,83 +99,50 @@ as_tensor <- function(x, dtype = NULL) {
   r_array_to_tensor(x, dtype)
 }
 
-# What an op gets for an argument: R arrays and vectors of length > 1 become tensors; scalars
-# become Python scalars (keras then gives them its default dtype, weakly typed); lists recurse;
-# functions are wrapped so that what they return reaches Python converted.
-as_tensor_arg <- function(x) {
+# ---- the R -> Python conversion ---------------------------------------------------------------
+#
+# to_py() is the one conversion of R values for Python: op arguments, what R functions hand back
+# to Python (outputs, gradients), the arguments of differentiated functions. Its one switch,
+# `tensors`, changes only what R numbers become:
+#
+#   R value                           tensors = FALSE (op arguments:      tensors = TRUE (what R
+#                                     keras3's rule, as reticulate does)  functions give Python)
+#   NULL, a Python object             as it is                            as it is
+#   double/integer/logical scalar     a Python scalar (weakly typed)      a 0-d tensor
+#   vector (no dim, length != 1)      a tensor                            a tensor
+#   array (with dim), complex         a numpy array (doubles float64)     a tensor
+#   character                         a str, or a list of str             the same
+#   function                          a Python callable: its results converted with tensors = TRUE,
+#                                     its R errors kept for the R caller
+#   tuple()                           a Python tuple, elements converted with tensors = TRUE
+#   list                              a list (a dict when every element is named), elements
+#                                     converted with the same `tensors`
+#
+# Tensors made from R numbers are of the default float dtype for doubles (config_floatx()),
+# int32 for integers, bool for logicals (r_array_to_tensor()). The keras3 transformers of the
+# generated ops (as_array_arg(), as_integer_arg(), ...) prepare a value and then call to_py().
+to_py <- function(x, tensors = FALSE) {
   if (is.null(x) || inherits(x, "python.builtin.object")) return(x)
-  # the common case first (called for every argument of every op): an R scalar stays as it is
-  if ((is.double(x) || is.integer(x) || is.logical(x)) && length(x) == 1L && is.null(dim(x))) {
+  # the common case first (every argument of every op): an R scalar stays as it is
+  if (!tensors && (is.double(x) || is.integer(x) || is.logical(x)) && length(x) == 1L &&
+      is.null(dim(x))) {
     return(x)
   }
-  if (inherits(x, "customgrad_tuple")) return(reticulate::r_to_py(x))
+  if (inherits(x, "customgrad_tuple")) {
+    return(do.call(reticulate::tuple, lapply(unclass(x), to_py, tensors = TRUE)))
+  }
   if (is.function(x)) return(wrap_r_function(x))
   if (is.list(x)) {
-    out <- lapply(x, as_tensor_arg)
-    return(if (is.null(names(x))) out else reticulate::py_dict(names(x), unname(out)))
+    out <- lapply(x, to_py, tensors = tensors)
+    nms <- names(x)
+    return(if (is.null(nms) || !all(nzchar(nms))) out else reticulate::py_dict(nms, unname(out)))
   }
   if (is.character(x)) return(if (length(x) == 1L) x else as.list(x))
   if (is.atomic(x)) {
-    # keras3's rule (reticulate's): an array is a numpy array (doubles float64), a vector a list
+    if (tensors) return(r_array_to_tensor(x))
     if (!is.null(dim(x)) || is.complex(x)) return(r_array_to_numpy(x))
     if (length(x) != 1L) return(r_array_to_tensor(x))
   }
-  x
-}
-
-# An R list (or one value) as a Python tuple of converted values.
-as_tuple_arg <- function(x) {
-  if (!is.list(x) || inherits(x, "python.builtin.object")) x <- list(x)
-  do.call(reticulate::tuple, lapply(unname(x), as_tensor_arg))
-}
-
-# keras3's as_array(): R vectors become arrays too (doubles float64).
-as_array_arg <- function(x) {
-  if (is.atomic(x) && !is.null(x) && !is.character(x)) return(r_array_to_numpy(x))
-  as_tensor_arg(x)
-}
-
-# keras3's as_integer(): whole R doubles become integers (arrays keep their dim), then converted.
-as_integer_arg <- function(x, fn = "op", arg = "x") {
-  if (is.double(x)) x <- whole_to_integer(x, fn, arg)
-  as_tensor_arg(x)
-}
-
-# keras3's as_integer_array(): whole R doubles become an int32 array (no index shift).
-as_int_array_arg <- function(x, fn = "op", arg = "x") {
-  if (is.double(x)) x <- whole_to_integer(x, fn, arg)
-  if (is.atomic(x) && !is.null(x) && !is.character(x)) return(r_array_to_numpy(x))
-  as_tensor_arg(x)
-}
-
-whole_to_integer <- function(x, fn, arg, call = parent.frame(2L)) {
-  ok <- is.na(x) | (x == round(x) & abs(x) < .Machine$integer.max)
-  if (!all(ok)) {
-    cg_abort(
-      c("{.arg {arg}} must be whole numbers.",
-        x = "You supplied {describe_value(x)} with {sum(!ok)} non-whole value{?s}."),
-      c("customgrad_error_type", "customgrad_type_error"), call = call
-    )
-  }
-  d <- dim(x)
-  x <- as.integer(x)
-  dim(x) <- d
-  x
-}
-
-# Converts what an R function returns so that Python receives tensors (R numerics become
-# tensors of the default float dtype) and tuples.
-to_py_tree <- function(x) {
-  if (is.null(x) || is_py_object(x)) return(x)
-  if (inherits(x, "customgrad_tuple")) {
-    return(do.call(reticulate::tuple, lapply(unclass(x), to_py_tree)))
-  }
-  if (is.list(x)) {
-    out <- lapply(x, to_py_tree)
-    return(if (is.null(names(x))) out else reticulate::py_dict(names(x), unname(out)))
-  }
-  if (is.function(x)) return(wrap_r_function(x))
-  if (is.numeric(x) || is.logical(x)) return(r_array_to_tensor(x))
   x
 }
 
@@ -176,201 +150,7 @@ to_py_tree <- function(x) {
 # its errors kept for the R caller.
 wrap_r_function <- function(f) {
   force(f)
-  wrapped <- function(...) {
-    in_callback(to_py_tree(f(...)))
-  }
-  wrapped
-}
-
-# ---- argument conventions of the generated ops ---------------------------------------------
-
-# Index tensors (indices, segment_ids): whole R doubles become int32 (values are 0-based).
-as_index_arg <- function(x) {
-  if (is.double(x) && !anyNA(x) && all(x == round(x)) && all(abs(x) < .Machine$integer.max)) {
-    d <- dim(x)
-    x <- as.integer(x)
-    dim(x) <- d
-  }
-  as_tensor_arg(x)
-}
-
-# 1-based axis -> 0-based; negative axes count from the end as in Python; 0 is an error.
-# `as_tuple`: several axes become a tuple (rot90's `axes`) rather than a list.
-as_axis <- function(axis, fn = "op", arg = "axis", as_tuple = FALSE, call = parent.frame()) {
-  if (is.null(axis)) return(NULL)
-  if (is_py_object(axis)) return(axis)
-  if (is.list(axis)) axis <- unlist(axis)
-  if (!is.numeric(axis) || anyNA(axis) || any(axis != round(axis))) {
-    cg_abort(
-      c("{.arg {arg}} must be whole numbers (1-based axes).",
-        x = "You supplied {describe_value(axis)}."),
-      c("customgrad_error_axis", "customgrad_axis_error"), call = call
-    )
-  }
-  if (any(axis == 0)) {
-    cg_abort(
-      c("{.arg {arg}} is 1-based; 0 is not an axis.",
-        i = "Use 1 for the first axis and -1 for the last."),
-      c("customgrad_error_axis", "customgrad_axis_error"), call = call
-    )
-  }
-  axis <- as.integer(axis)
-  axis <- ifelse(axis > 0L, axis - 1L, axis)
-  if (length(axis) == 1L) return(axis)
-  if (as_tuple) do.call(reticulate::tuple, as.list(axis)) else as.list(axis)
-}
-
-# After a failed op: if an axis the user supplied does not fit the rank of `ref`, say so in R
-# terms (1-based) instead of the backend's 0-based message. `extra` is 1 where the axis indexes
-# the result, which has one more dimension (expand_dims). Runs only on the error path.
-check_axes <- function(axes, ref, call, extra = 0L) {
-  rank <- tryCatch(r_rank(ref), error = function(e) NULL)
-  if (is.null(rank)) return(invisible())
-  rank <- rank + extra
-  for (arg in names(axes)) {
-    value <- unlist(axes[[arg]])
-    if (is.null(value) || !is.numeric(value)) next
-    bad <- value[value > rank | value < -rank]
-    if (length(bad)) {
-      cg_abort(
-        c("{.arg {arg}} must be between -{rank} and {rank} (1-based: 1 is the first axis, -1 the last); you supplied {bad[[1]]}.",
-          i = "The input has {rank - extra} dimension{?s}."),
-        c("customgrad_error_axis", "customgrad_axis_error"), call = call
-      )
-    }
-  }
-  invisible()
-}
-
-r_rank <- function(x) {
-  if (is.list(x)) x <- x[[1]]
-  if (is_py_object(x)) return(length(py_mod("glue")$shape(x)))
-  if (is.null(dim(x))) as.integer(length(x) != 1L) else length(dim(x))
-}
-
-# 1-based R indices -> 0-based, as keras3's index arguments: positive values move down by one,
-# negative ones count from the end and stay; whole doubles become integers (a vector an int32
-# array, a scalar a Python int). 0 is an error unless `allow_zero` (op_switch clamps it to the
-# first branch, as keras3 documents). With `zero_indexed = TRUE` the values go as they are.
-as_index_in <- function(x, fn = "op", arg = "indices", zero_indexed = FALSE,
-                        allow_zero = FALSE, call = parent.frame()) {
-  if (is.null(x)) return(NULL)
-  if (is.list(x) && !is_py_object(x)) {
-    return(lapply(x, as_index_in, fn = fn, arg = arg, zero_indexed = zero_indexed,
-                  allow_zero = allow_zero, call = call))
-  }
-  if (is.factor(x)) x <- unclass(x)  # the level codes, 1-based as keras3 takes them
-  if (is_py_object(x)) {
-    if (isTRUE(zero_indexed)) return(x)
-    ops <- py_mod("ops")
-    return(with_py_errors(ops$where(ops$greater(x, 0L), ops$subtract(x, 1L), x), fn))
-  }
-  if (!is.numeric(x)) {
-    cg_abort(c("{.arg {arg}} must be whole numbers (1-based indices).",
-               x = "You supplied {describe_value(x)}."),
-             c("customgrad_error_index", "customgrad_type_error"), call = call)
-  }
-  if (is.double(x)) {
-    if (anyNA(x) || any(x != round(x))) {
-      cg_abort(c("{.arg {arg}} must be whole numbers (1-based indices).",
-                 x = "You supplied {describe_value(x)} with non-whole or missing values."),
-               c("customgrad_error_index", "customgrad_type_error"), call = call)
-    }
-    x <- whole_to_integer(x, fn, arg)
-  }
-  if (!isTRUE(zero_indexed)) {
-    if (!allow_zero && any(x == 0L, na.rm = TRUE)) {
-      cg_abort(c("{.arg {arg}} is 1-based; 0 is not an index.",
-                 i = "Use 1 for the first element and -1 for the last (or {.code zero_indexed = TRUE})."),
-               "customgrad_error_index", call = call)
-    }
-    pos <- !is.na(x) & x > 0L
-    x[pos] <- x[pos] - 1L
-  }
-  if (length(x) == 1L && is.null(dim(x))) return(x)
-  r_array_to_numpy(x)
-}
-
-# An index result (argmax, argsort, ...) in R's 1-based terms.
-index_out <- function(res, zero_indexed = FALSE) {
-  if (isTRUE(zero_indexed)) return(res)
-  if (is.list(res)) return(lapply(res, index_out))
-  py_invoke(py_fn("ops", "add"), list(res, 1L))
-}
-
-# split's `indices_or_sections`: a number is a count of sections, a vector 1-based split points
-# (the index where each new piece starts).
-as_split_arg <- function(x, fn = "op", arg = "indices_or_sections", zero_indexed = FALSE,
-                         call = parent.frame()) {
-  if (is.numeric(x) && length(x) == 1L && is.null(dim(x))) return(as_py_int(x, fn, arg))
-  if (is_py_object(x) && length(py_mod("glue")$shape(x)) == 0L) return(x)
-  idx <- as_index_in(x, fn, arg, zero_indexed, call = call)
-  if (is_py_object(idx)) return(idx)
-  idx
-}
-
-# Whole numbers -> Python ints (a vector -> tuple); NA -> None (unknown dimension).
-as_py_int <- function(x, fn = "op", arg = "x") {
-  if (is.null(x) || is_py_object(x) || is.character(x) || is.logical(x) || is.function(x)) return(x)
-  if (is.list(x)) return(lapply(x, as_py_int, fn = fn, arg = arg))
-  if (!is.numeric(x)) return(x)
-  ok <- is.na(x) | x == round(x)
-  if (!all(ok)) {
-    cg_abort(
-      c("{.fn {fn}}: {.arg {arg}} must be whole numbers.", x = "Received {describe_value(x)}."),
-      "customgrad_type_error", call = NULL
-    )
-  }
-  if (!is.null(dim(x)) || length(x) != 1L) {
-    return(do.call(reticulate::tuple, lapply(as.integer(x), function(v) if (is.na(v)) NULL else v)))
-  }
-  if (is.na(x)) NULL else as.integer(x)
-}
-
-# Shapes: always a tuple of ints (a single number n means (n,)).
-as_shape <- function(x, fn = "op", arg = "shape") {
-  if (is.null(x) || is_py_object(x)) return(x)
-  if (is.list(x)) x <- vapply(x, function(v) if (is.null(v)) NA_integer_ else as.integer(v), 1L)
-  if (!is.numeric(x) && !all(is.na(x))) {
-    cg_abort(c("{.fn {fn}}: {.arg {arg}} must be a shape (whole numbers).",
-               x = "Received {describe_value(x)}."), "customgrad_type_error", call = NULL)
-  }
-  # reshape's new shape takes -1 for the one unknown dimension
-  unknown <- if (identical(arg, "newshape")) -1L else NULL
-  do.call(reticulate::tuple, lapply(as.integer(x), function(v) if (is.na(v)) unknown else v))
-}
-
-# Calls keras.ops.<name> (or keras.ops.image.<name>) with converted arguments.
-# `axes` (the axis arguments as the user gave them) and `ref` (the tensor they index) turn a
-# backend error into an R one naming the out-of-range axis (see check_axes()).
-op_call <- function(name, args, fn, module = "ops", dots = NULL, positional = NULL,
-                    dots_convert = as_tensor_arg, axes = NULL, ref = NULL, axis_extra = 0L) {
-  if (!is.null(axes)) {
-    call <- parent.frame()
-    return(withCallingHandlers(
-      op_call(name, args, fn, module, dots, positional, dots_convert),
-      error = function(e) {
-        if (!inherits(e, "customgrad_error_axis")) check_axes(axes, ref, call, axis_extra)
-      }
-    ))
-  }
-  pyfn <- py_fn(module, name)
-  res <- with_py_errors({
-    if (is.null(dots) && is.null(positional)) {
-      py_invoke(pyfn, args)
-    } else {
-      dots <- dots %||% list()
-      nms <- names(dots) %||% rep("", length(dots))
-      pos <- c(positional %||% list(), lapply(dots[!nzchar(nms)], as_tensor_arg))
-      kw <- c(args, lapply(dots[nzchar(nms)], dots_convert))
-      py_mod("glue")$call(pyfn, unname(pos), reticulate::py_dict(as.list(names(kw)), unname(kw)))
-    }
-  }, fn)
-  # namedtuples (TensorFlow's top_k, ...) stay Python objects in reticulate: make them lists
-  if (inherits(res, "python.builtin.tuple")) {
-    res <- lapply(seq_len(reticulate::py_len(res)) - 1L, function(i) reticulate::py_get_item(res, i))
-  }
-  res
+  function(...) in_callback(to_py(f(...), tensors = TRUE))
 }
 
 #' @rdname op_convert_to_numpy

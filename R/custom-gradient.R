@@ -65,17 +65,17 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
     output <- pair[[1]]
     grad <- pair[[2]]
     if (is_py_object(grad)) {
-      return(list(to_py_tree(output), py_grad_caller(grad), FALSE))
+      return(list(to_py(output, tensors = TRUE), py_grad_caller(grad), FALSE))
     }
     plan <- grad_plan(grad, count_outputs(output), fname, user_call)
-    list(to_py_tree(output), grad_caller(grad, plan, user_call), plan$by_name)
+    list(to_py(output, tensors = TRUE), grad_caller(grad, plan, user_call), plan$by_name)
   })
 
   decorated <- NULL
   python_function <- function() {
     if (is.null(decorated)) {
       decorated <<- with_py_errors(
-        py_mod("glue")$custom_gradient(forward, name = fname,
+        py_mod("bridge")$custom_gradient(forward, name = fname,
                                        forward_mode = isTRUE(forward_mode)),
         "op_custom_gradient",
         call = user_call
@@ -194,7 +194,7 @@ py_grad_caller <- function(grad) {
   force(grad)
   function(upstreams, upstream, variables) in_callback({
     args <- if (is.null(variables)) upstreams else c(upstreams, list(variables = variables))
-    to_py_tree(do.call(grad, args))
+    to_py(do.call(grad, args), tensors = TRUE)
   })
 }
 
@@ -223,19 +223,6 @@ grad_caller <- function(grad, plan, call) {
       args$variables <- variables
     }
     result <- do.call(grad, args)
-    to_py_grads(result)
+    to_py(result, tensors = TRUE)  # NULL in a list stays None: a zero gradient
   })
-}
-
-# Gradients back to Python: R numbers become tensors, lists keep NULLs (= zero gradients).
-to_py_grads <- function(x) {
-  if (is.null(x) || is_py_object(x)) return(x)
-  if (is.list(x) && !inherits(x, "customgrad_tuple")) {
-    out <- lapply(x, to_py_grads)
-    if (!is.null(names(x)) && all(nzchar(names(x)))) {
-      return(reticulate::py_dict(names(x), unname(out)))
-    }
-    return(out)
-  }
-  to_py_tree(x)
 }

@@ -74,7 +74,7 @@ error_classes <- function(what) {
 describe_value <- function(x) {
   if (is.null(x)) return("NULL")
   if (inherits(x, tensor_classes)) {
-    shape <- unlist(py_mod("glue")$shape(x))
+    shape <- unlist(py_mod("bridge")$shape(x))
     return(sprintf("a tensor of shape (%s) and dtype %s", paste(shape, collapse = ", "),
                    py_mod("keras")$backend$standardize_dtype(x$dtype)))
   }
@@ -160,7 +160,7 @@ r_terms <- function(msg) {
   msg <- gsub_fn(msg, "customgrad\\.layers\\.[A-Za-z]+", function(m) {
     paste0("layer_", snake_case(sub("customgrad.layers.", "", m, fixed = TRUE)), "()")
   })
-  # the R grad function, which the glue names "<f>.grad"
+  # the R grad function, which the bridge names "<f>.grad"
   msg <- gsub("grad_fn `([A-Za-z0-9._]+)\\.grad` of `\\1`", "the grad function of `\\1()`", msg)
   msg <- gsub("\\bgrad_fn\\b", "the grad function", msg)
   msg <- gsub_fn(msg, "\\bargs(\\[[^]]*\\])+( \\(output element [0-9]+\\))?", r_path)

@@ -32,7 +32,7 @@ tuple <- function(...) {
 
 #' @exportS3Method reticulate::r_to_py
 r_to_py.customgrad_tuple <- function(x, convert = FALSE) {
-  do.call(reticulate::tuple, lapply(unclass(x), to_py_tree))
+  to_py(x)
 }
 
 #' @export

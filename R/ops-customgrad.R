@@ -1,9 +1,5 @@
-# Thin wrappers over the Python module customgrad.ops (the R face of its ready-made ops).
-
-cg_ops_call <- function(name, ..., .fn) {
-  args <- list(...)
-  with_py_errors(do.call(py_mod("customgrad")$ops[[name]], args), .fn)
-}
+# The help page of the R functions over customgrad.ops, and the one written by hand: the
+# wrappers themselves are generated into R/ops-generated-customgrad.R (tools/generate_ops.py).
 
 #' Gradient-shaping ops from customgrad.ops
 #'
@@ -36,42 +32,8 @@ cg_ops_call <- function(name, ..., .fn) {
 #' op_grad(\(x) op_safe_norm(x))(c(0, 0))
 NULL
 
-#' @rdname customgrad_ops
-#' @export
-op_log1pexp <- function(x) cg_ops_call("log1pexp", as_tensor(x), .fn = "op_log1pexp")
-
-#' @rdname customgrad_ops
-#' @export
-op_reverse_gradient <- function(x, scale = 1) {
-  cg_ops_call("reverse_gradient", as_tensor(x), scale = scale, .fn = "op_reverse_gradient")
-}
-
-#' @rdname customgrad_ops
-#' @export
-op_scale_gradient <- function(x, scale) {
-  cg_ops_call("scale_gradient", as_tensor(x), scale, .fn = "op_scale_gradient")
-}
-
-#' @rdname customgrad_ops
-#' @export
-op_clip_gradient <- function(x, min_value, max_value) {
-  cg_ops_call("clip_gradient", as_tensor(x), min_value, max_value, .fn = "op_clip_gradient")
-}
-
-#' @rdname customgrad_ops
-#' @export
-op_clip_gradient_norm <- function(x, max_norm) {
-  cg_ops_call("clip_gradient_norm", as_tensor(x), max_norm, .fn = "op_clip_gradient_norm")
-}
-
-#' @rdname customgrad_ops
-#' @export
-op_round_ste <- function(x) cg_ops_call("round_ste", as_tensor(x), .fn = "op_round_ste")
-
-#' @rdname customgrad_ops
-#' @export
-op_sign_ste <- function(x) cg_ops_call("sign_ste", as_tensor(x), .fn = "op_sign_ste")
-
+# Python's straight_through() wraps a Python function; this one wraps an R function, so it is
+# built from op_custom_gradient() rather than generated.
 #' @rdname customgrad_ops
 #' @export
 op_straight_through <- function(fn) {
@@ -88,25 +50,3 @@ op_straight_through <- function(fn) {
     tuple(y, function(upstream) upstream)
   })
 }
-
-#' @rdname customgrad_ops
-#' @export
-op_safe_sqrt <- function(x) cg_ops_call("safe_sqrt", as_tensor(x), .fn = "op_safe_sqrt")
-
-#' @rdname customgrad_ops
-#' @export
-op_safe_norm <- function(x, axis = NULL, keepdims = FALSE) {
-  cg_ops_call("safe_norm", as_tensor(x), axis = as_axis(axis, "op_safe_norm"),
-              keepdims = keepdims, .fn = "op_safe_norm")
-}
-
-#' @rdname customgrad_ops
-#' @export
-op_safe_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
-  cg_ops_call("logsumexp", as_tensor(x), axis = as_axis(axis, "op_safe_logsumexp"),
-              keepdims = keepdims, .fn = "op_safe_logsumexp")
-}
-
-#' @rdname customgrad_ops
-#' @export
-op_efficient_swish <- function(x) cg_ops_call("swish", as_tensor(x), .fn = "op_efficient_swish")

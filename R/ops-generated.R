@@ -13,7 +13,7 @@
 #' @export
 op_abs <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("abs", args, "op_abs")
 }
@@ -29,7 +29,7 @@ op_abs <- function(x) {
 #' @export
 op_absolute <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("absolute", args, "op_absolute")
 }
@@ -47,9 +47,9 @@ op_absolute <- function(x) {
 #' @export
 op_adaptive_average_pool <- function(inputs, output_size, data_format = NULL) {
   args <- list(
-    as_tensor_arg(inputs),
+    to_py(inputs),
     as_py_int(output_size, "op_adaptive_average_pool", "output_size"),
-    as_tensor_arg(data_format)
+    to_py(data_format)
   )
   op_call("adaptive_average_pool", args, "op_adaptive_average_pool")
 }
@@ -67,9 +67,9 @@ op_adaptive_average_pool <- function(inputs, output_size, data_format = NULL) {
 #' @export
 op_adaptive_max_pool <- function(inputs, output_size, data_format = NULL) {
   args <- list(
-    as_tensor_arg(inputs),
+    to_py(inputs),
     as_py_int(output_size, "op_adaptive_max_pool", "output_size"),
-    as_tensor_arg(data_format)
+    to_py(data_format)
   )
   op_call("adaptive_max_pool", args, "op_adaptive_max_pool")
 }
@@ -84,8 +84,8 @@ op_adaptive_max_pool <- function(inputs, output_size, data_format = NULL) {
 #' @export
 op_add <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("add", args, "op_add")
 }
@@ -101,9 +101,9 @@ op_add <- function(x1, x2) {
 #' @export
 op_all <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_all", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("all", args, "op_all", axes = list(axis = axis), ref = x)
 }
@@ -123,11 +123,11 @@ op_all <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_allclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
-    as_tensor_arg(rtol),
-    as_tensor_arg(atol),
-    as_tensor_arg(equal_nan)
+    to_py(x1),
+    to_py(x2),
+    to_py(rtol),
+    to_py(atol),
+    to_py(equal_nan)
   )
   op_call("allclose", args, "op_allclose")
 }
@@ -143,9 +143,9 @@ op_allclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
 #' @export
 op_amax <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_amax", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("amax", args, "op_amax", axes = list(axis = axis), ref = x)
 }
@@ -161,9 +161,9 @@ op_amax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_amin <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_amin", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("amin", args, "op_amin", axes = list(axis = axis), ref = x)
 }
@@ -177,7 +177,7 @@ op_amin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_angle <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("angle", args, "op_angle")
 }
@@ -193,9 +193,9 @@ op_angle <- function(x) {
 #' @export
 op_any <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_any", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("any", args, "op_any", axes = list(axis = axis), ref = x)
 }
@@ -211,8 +211,8 @@ op_any <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_append <- function(x1, x2, axis = NULL) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
+    to_py(x1),
+    to_py(x2),
     as_axis(axis, "op_append", "axis")
   )
   op_call("append", args, "op_append", axes = list(axis = axis), ref = x1)
@@ -229,7 +229,7 @@ op_append <- function(x1, x2, axis = NULL) {
 #' @export
 op_arccos <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("arccos", args, "op_arccos")
 }
@@ -243,7 +243,7 @@ op_arccos <- function(x) {
 #' @export
 op_arccosh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("arccosh", args, "op_arccosh")
 }
@@ -257,7 +257,7 @@ op_arccosh <- function(x) {
 #' @export
 op_arcsin <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("arcsin", args, "op_arcsin")
 }
@@ -271,7 +271,7 @@ op_arcsin <- function(x) {
 #' @export
 op_arcsinh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("arcsinh", args, "op_arcsinh")
 }
@@ -285,7 +285,7 @@ op_arcsinh <- function(x) {
 #' @export
 op_arctan <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("arctan", args, "op_arctan")
 }
@@ -302,8 +302,8 @@ op_arctan <- function(x) {
 #' @export
 op_arctan2 <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("arctan2", args, "op_arctan2")
 }
@@ -317,7 +317,7 @@ op_arctan2 <- function(x1, x2) {
 #' @export
 op_arctanh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("arctanh", args, "op_arctanh")
 }
@@ -336,7 +336,7 @@ op_argmax <- function(x, axis = NULL, keepdims = FALSE, zero_indexed = FALSE) {
   args <- list(
     as_array_arg(x),
     as_axis(axis, "op_argmax", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   index_out(op_call("argmax", args, "op_argmax", axes = list(axis = axis), ref = x), zero_indexed)
 }
@@ -353,9 +353,9 @@ op_argmax <- function(x, axis = NULL, keepdims = FALSE, zero_indexed = FALSE) {
 #' @export
 op_argmin <- function(x, axis = NULL, keepdims = FALSE, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_argmin", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   index_out(op_call("argmin", args, "op_argmin", axes = list(axis = axis), ref = x), zero_indexed)
 }
@@ -392,7 +392,7 @@ op_argpartition <- function(x, kth, axis = -1L, zero_indexed = FALSE) {
 #' @export
 op_argsort <- function(x, axis = -1L, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_argsort", "axis")
   )
   index_out(op_call("argsort", args, "op_argsort", axes = list(axis = axis), ref = x), zero_indexed)
@@ -411,7 +411,7 @@ op_argsort <- function(x, axis = -1L, zero_indexed = FALSE) {
 #' @export
 op_array_split <- function(x, indices_or_sections, axis = 1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(indices_or_sections, "op_array_split", "indices_or_sections"),
     as_axis(axis, "op_array_split", "axis")
   )
@@ -434,9 +434,9 @@ op_array_split <- function(x, indices_or_sections, axis = 1L) {
 #' @export
 op_associative_scan <- function(f, elems, reverse = FALSE, axis = 1L) {
   args <- list(
-    as_tensor_arg(f),
-    as_tensor_arg(elems),
-    as_tensor_arg(reverse),
+    to_py(f),
+    to_py(elems),
+    to_py(reverse),
     as_axis(axis, "op_associative_scan", "axis")
   )
   op_call("associative_scan", args, "op_associative_scan", axes = list(axis = axis), ref = f)
@@ -453,9 +453,9 @@ op_associative_scan <- function(f, elems, reverse = FALSE, axis = 1L) {
 #' @export
 op_average <- function(x, axis = NULL, weights = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_average", "axis"),
-    as_tensor_arg(weights)
+    to_py(weights)
   )
   op_call("average", args, "op_average", axes = list(axis = axis), ref = x)
 }
@@ -473,11 +473,11 @@ op_average <- function(x, axis = NULL, weights = NULL) {
 #' @export
 op_average_pool <- function(inputs, pool_size, strides = NULL, padding = "valid", data_format = NULL) {
   args <- list(
-    as_tensor_arg(inputs),
+    to_py(inputs),
     as_py_int(pool_size, "op_average_pool", "pool_size"),
     as_py_int(strides, "op_average_pool", "strides"),
-    as_tensor_arg(padding),
-    as_tensor_arg(data_format)
+    to_py(padding),
+    to_py(data_format)
   )
   op_call("average_pool", args, "op_average_pool")
 }
@@ -513,13 +513,13 @@ op_bartlett <- function(x) {
 #' @export
 op_batch_normalization <- function(x, mean, variance, axis, offset = NULL, scale = NULL, epsilon = 0.001) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_array_arg(mean),
     as_array_arg(variance),
     as_axis(axis, "op_batch_normalization", "axis"),
     as_array_arg(offset),
-    as_tensor_arg(scale),
-    as_tensor_arg(epsilon)
+    to_py(scale),
+    to_py(epsilon)
   )
   op_call("batch_normalization", args, "op_batch_normalization", axes = list(axis = axis), ref = x)
 }
@@ -537,9 +537,9 @@ op_batch_normalization <- function(x, mean, variance, axis, offset = NULL, scale
 #' @export
 op_binary_crossentropy <- function(target, output, from_logits = FALSE) {
   args <- list(
-    as_tensor_arg(target),
-    as_tensor_arg(output),
-    as_tensor_arg(from_logits)
+    to_py(target),
+    to_py(output),
+    to_py(from_logits)
   )
   op_call("binary_crossentropy", args, "op_binary_crossentropy")
 }
@@ -557,9 +557,9 @@ op_binary_crossentropy <- function(target, output, from_logits = FALSE) {
 op_bincount <- function(x, weights = NULL, minlength = 0L, sparse = FALSE) {
   args <- list(
     as_integer_arg(x, "op_bincount", "x"),
-    as_tensor_arg(weights),
+    to_py(weights),
     as_py_int(minlength, "op_bincount", "minlength"),
-    as_tensor_arg(sparse)
+    to_py(sparse)
   )
   op_call("bincount", args, "op_bincount")
 }
@@ -710,7 +710,7 @@ op_blackman <- function(x) {
 #' @export
 op_broadcast_to <- function(x, shape) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_shape(shape, "op_broadcast_to", "shape")
   )
   op_call("broadcast_to", args, "op_broadcast_to")
@@ -726,7 +726,7 @@ op_broadcast_to <- function(x, shape) {
 #' @export
 op_cast <- function(x, dtype) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     dtype
   )
   op_call("cast", args, "op_cast")
@@ -746,9 +746,9 @@ op_cast <- function(x, dtype) {
 #' @export
 op_categorical_crossentropy <- function(target, output, from_logits = FALSE, axis = -1L) {
   args <- list(
-    as_tensor_arg(target),
-    as_tensor_arg(output),
-    as_tensor_arg(from_logits),
+    to_py(target),
+    to_py(output),
+    to_py(from_logits),
     as_axis(axis, "op_categorical_crossentropy", "axis")
   )
   op_call("categorical_crossentropy", args, "op_categorical_crossentropy", axes = list(axis = axis), ref = target)
@@ -765,7 +765,7 @@ op_categorical_crossentropy <- function(target, output, from_logits = FALSE, axi
 #' @export
 op_cbrt <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("cbrt", args, "op_cbrt")
 }
@@ -782,8 +782,8 @@ op_cbrt <- function(x) {
 #' @export
 op_cdist <- function(x, y) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(y)
+    to_py(x),
+    to_py(y)
   )
   op_call("cdist", args, "op_cdist")
 }
@@ -799,7 +799,7 @@ op_cdist <- function(x, y) {
 #' @export
 op_ceil <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("ceil", args, "op_ceil")
 }
@@ -818,8 +818,8 @@ op_ceil <- function(x) {
 #' @export
 op_celu <- function(x, alpha = 1.0) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(alpha)
+    to_py(x),
+    to_py(alpha)
   )
   op_call("celu", args, "op_celu")
 }
@@ -834,8 +834,8 @@ op_celu <- function(x, alpha = 1.0) {
 #' @export
 op_cholesky <- function(x, upper = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(upper)
+    to_py(x),
+    to_py(upper)
   )
   op_call("cholesky", args, "op_cholesky")
 }
@@ -850,8 +850,8 @@ op_cholesky <- function(x, upper = FALSE) {
 #' @export
 op_cholesky_inverse <- function(x, upper = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(upper)
+    to_py(x),
+    to_py(upper)
   )
   op_call("cholesky_inverse", args, "op_cholesky_inverse")
 }
@@ -869,9 +869,9 @@ op_cholesky_inverse <- function(x, upper = FALSE) {
 #' @export
 op_clip <- function(x, x_min, x_max) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(x_min),
-    as_tensor_arg(x_max)
+    to_py(x),
+    to_py(x_min),
+    to_py(x_max)
   )
   op_call("clip", args, "op_clip")
 }
@@ -886,7 +886,7 @@ op_clip <- function(x, x_min, x_max) {
 #' @export
 op_concatenate <- function(xs, axis = 1L) {
   args <- list(
-    as_tensor_arg(xs),
+    to_py(xs),
     as_axis(axis, "op_concatenate", "axis")
   )
   op_call("concatenate", args, "op_concatenate", axes = list(axis = axis), ref = xs)
@@ -903,9 +903,9 @@ op_concatenate <- function(xs, axis = 1L) {
 #' @export
 op_cond <- function(pred, true_fn, false_fn) {
   args <- list(
-    as_tensor_arg(pred),
-    as_tensor_arg(true_fn),
-    as_tensor_arg(false_fn)
+    to_py(pred),
+    to_py(true_fn),
+    to_py(false_fn)
   )
   op_call("cond", args, "op_cond")
 }
@@ -919,7 +919,7 @@ op_cond <- function(pred, true_fn, false_fn) {
 #' @export
 op_conj <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("conj", args, "op_conj")
 }
@@ -937,7 +937,7 @@ op_conj <- function(x) {
 #' @export
 op_conjugate <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("conjugate", args, "op_conjugate")
 }
@@ -958,11 +958,11 @@ op_conjugate <- function(x) {
 #' @export
 op_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    as_tensor_arg(inputs),
-    as_tensor_arg(kernel),
+    to_py(inputs),
+    to_py(kernel),
     as_py_int(strides, "op_conv", "strides"),
-    as_tensor_arg(padding),
-    as_tensor_arg(data_format),
+    to_py(padding),
+    to_py(data_format),
     as_py_int(dilation_rate, "op_conv", "dilation_rate")
   )
   op_call("conv", args, "op_conv")
@@ -985,12 +985,12 @@ op_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format
 #' @export
 op_conv_transpose <- function(inputs, kernel, strides = 1L, padding = "valid", output_padding = NULL, data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    as_tensor_arg(inputs),
-    as_tensor_arg(kernel),
+    to_py(inputs),
+    to_py(kernel),
     as_py_int(strides, "op_conv_transpose", "strides"),
-    as_tensor_arg(padding),
+    to_py(padding),
     as_py_int(output_padding, "op_conv_transpose", "output_padding"),
-    as_tensor_arg(data_format),
+    to_py(data_format),
     as_py_int(dilation_rate, "op_conv_transpose", "dilation_rate")
   )
   op_call("conv_transpose", args, "op_conv_transpose")
@@ -1005,7 +1005,7 @@ op_conv_transpose <- function(inputs, kernel, strides = 1L, padding = "valid", o
 #' @export
 op_copy <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("copy", args, "op_copy")
 }
@@ -1019,7 +1019,7 @@ op_copy <- function(x) {
 #' @export
 op_corrcoef <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("corrcoef", args, "op_corrcoef")
 }
@@ -1037,7 +1037,7 @@ op_correlate <- function(x1, x2, mode = "valid") {
   args <- list(
     as_array_arg(x1),
     as_array_arg(x2),
-    as_tensor_arg(mode)
+    to_py(mode)
   )
   op_call("correlate", args, "op_correlate")
 }
@@ -1051,7 +1051,7 @@ op_correlate <- function(x1, x2, mode = "valid") {
 #' @export
 op_cos <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("cos", args, "op_cos")
 }
@@ -1065,7 +1065,7 @@ op_cos <- function(x) {
 #' @export
 op_cosh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("cosh", args, "op_cosh")
 }
@@ -1082,7 +1082,7 @@ op_cosh <- function(x) {
 #' @export
 op_count_nonzero <- function(x, axis = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_count_nonzero", "axis")
   )
   op_call("count_nonzero", args, "op_count_nonzero", axes = list(axis = axis), ref = x)
@@ -1108,8 +1108,8 @@ op_count_nonzero <- function(x, axis = NULL) {
 #' @export
 op_cross <- function(x1, x2, axisa = -1L, axisb = -1L, axisc = -1L, axis = NULL) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
+    to_py(x1),
+    to_py(x2),
     as_axis(axisa, "op_cross", "axisa"),
     as_axis(axisb, "op_cross", "axisb"),
     as_axis(axisc, "op_cross", "axisc"),
@@ -1134,12 +1134,12 @@ op_cross <- function(x1, x2, axisa = -1L, axisb = -1L, axisc = -1L, axis = NULL)
 #' @export
 op_ctc_decode <- function(inputs, sequence_lengths, strategy = "greedy", beam_width = 100L, top_paths = 1L, merge_repeated = TRUE, mask_index = 1L, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(inputs),
+    to_py(inputs),
     as_int_array_arg(sequence_lengths, "op_ctc_decode", "sequence_lengths"),
-    as_tensor_arg(strategy),
+    to_py(strategy),
     as_py_int(beam_width, "op_ctc_decode", "beam_width"),
     as_py_int(top_paths, "op_ctc_decode", "top_paths"),
-    as_tensor_arg(merge_repeated),
+    to_py(merge_repeated),
     as_index_in(mask_index, "op_ctc_decode", "mask_index", zero_indexed)
   )
   op_call("ctc_decode", args, "op_ctc_decode")
@@ -1160,8 +1160,8 @@ op_ctc_decode <- function(inputs, sequence_lengths, strategy = "greedy", beam_wi
 op_ctc_loss <- function(target, output, target_length, output_length, mask_index = 1L, zero_indexed = FALSE) {
   args <- list(
     as_int_array_arg(target, "op_ctc_loss", "target"),
-    as_tensor_arg(output),
-    as_tensor_arg(target_length),
+    to_py(output),
+    to_py(target_length),
     as_py_int(output_length, "op_ctc_loss", "output_length"),
     as_index_in(mask_index, "op_ctc_loss", "mask_index", zero_indexed)
   )
@@ -1179,7 +1179,7 @@ op_ctc_loss <- function(target, output, target_length, output_length, mask_index
 #' @export
 op_cumprod <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_cumprod", "axis"),
     dtype
   )
@@ -1197,7 +1197,7 @@ op_cumprod <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_cumsum <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_cumsum", "axis"),
     dtype
   )
@@ -1215,7 +1215,7 @@ op_cumsum <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_deg2rad <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("deg2rad", args, "op_deg2rad")
 }
@@ -1237,9 +1237,9 @@ op_deg2rad <- function(x) {
 #' @export
 op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(block_size, "op_depth_to_space", "block_size"),
-    as_tensor_arg(data_format)
+    to_py(data_format)
   )
   op_call("depth_to_space", args, "op_depth_to_space")
 }
@@ -1260,11 +1260,11 @@ op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
 #' @export
 op_depthwise_conv <- function(inputs, kernel, strides = 1L, padding = "valid", data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    as_tensor_arg(inputs),
-    as_tensor_arg(kernel),
+    to_py(inputs),
+    to_py(kernel),
     as_py_int(strides, "op_depthwise_conv", "strides"),
-    as_tensor_arg(padding),
-    as_tensor_arg(data_format),
+    to_py(padding),
+    to_py(data_format),
     as_py_int(dilation_rate, "op_depthwise_conv", "dilation_rate")
   )
   op_call("depthwise_conv", args, "op_depthwise_conv")
@@ -1279,7 +1279,7 @@ op_depthwise_conv <- function(inputs, kernel, strides = 1L, padding = "valid", d
 #' @export
 op_det <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("det", args, "op_det")
 }
@@ -1294,7 +1294,7 @@ op_det <- function(x) {
 #' @export
 op_diag <- function(x, k = 0L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(k, "op_diag", "k")
   )
   op_call("diag", args, "op_diag")
@@ -1310,7 +1310,7 @@ op_diag <- function(x, k = 0L) {
 #' @export
 op_diagflat <- function(x, k = 0L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(k, "op_diagflat", "k")
   )
   op_call("diagflat", args, "op_diagflat")
@@ -1334,7 +1334,7 @@ op_diagflat <- function(x, k = 0L) {
 #' @export
 op_diagonal <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(offset, "op_diagonal", "offset"),
     as_axis(axis1, "op_diagonal", "axis1"),
     as_axis(axis2, "op_diagonal", "axis2")
@@ -1355,7 +1355,7 @@ op_diagonal <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
 #' @export
 op_diff <- function(a, n = 1L, axis = -1L) {
   args <- list(
-    as_tensor_arg(a),
+    to_py(a),
     as_py_int(n, "op_diff", "n"),
     as_axis(axis, "op_diff", "axis")
   )
@@ -1373,7 +1373,7 @@ op_diff <- function(a, n = 1L, axis = -1L) {
 #' @export
 op_digitize <- function(x, bins, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_array_arg(bins)
   )
   index_out(op_call("digitize", args, "op_digitize"), zero_indexed)
@@ -1391,8 +1391,8 @@ op_digitize <- function(x, bins, zero_indexed = FALSE) {
 #' @export
 op_divide <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("divide", args, "op_divide")
 }
@@ -1407,8 +1407,8 @@ op_divide <- function(x1, x2) {
 #' @export
 op_divide_no_nan <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("divide_no_nan", args, "op_divide_no_nan")
 }
@@ -1429,8 +1429,8 @@ op_divide_no_nan <- function(x1, x2) {
 #' @export
 op_dot <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("dot", args, "op_dot")
 }
@@ -1464,15 +1464,15 @@ op_dot <- function(x1, x2) {
 #' @export
 op_dot_product_attention <- function(query, key, value, bias = NULL, mask = NULL, scale = NULL, is_causal = FALSE, flash_attention = NULL, attn_logits_soft_cap = NULL) {
   args <- list(
-    as_tensor_arg(query),
-    as_tensor_arg(key),
-    as_tensor_arg(value),
-    as_tensor_arg(bias),
-    as_tensor_arg(mask),
-    as_tensor_arg(scale),
-    as_tensor_arg(is_causal),
-    as_tensor_arg(flash_attention),
-    as_tensor_arg(attn_logits_soft_cap)
+    to_py(query),
+    to_py(key),
+    to_py(value),
+    to_py(bias),
+    to_py(mask),
+    to_py(scale),
+    to_py(is_causal),
+    to_py(flash_attention),
+    to_py(attn_logits_soft_cap)
   )
   op_call("dot_product_attention", args, "op_dot_product_attention")
 }
@@ -1487,7 +1487,7 @@ op_dot_product_attention <- function(query, key, value, bias = NULL, mask = NULL
 #' @export
 op_dsplit <- function(x, indices_or_sections) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(indices_or_sections, "op_dsplit", "indices_or_sections")
   )
   op_call("dsplit", args, "op_dsplit")
@@ -1504,7 +1504,7 @@ op_dsplit <- function(x, indices_or_sections) {
 #' @export
 op_dstack <- function(xs) {
   args <- list(
-    as_tensor_arg(xs)
+    to_py(xs)
   )
   op_call("dstack", args, "op_dstack")
 }
@@ -1520,7 +1520,7 @@ op_dstack <- function(xs) {
 #' @export
 op_dtype <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("dtype", args, "op_dtype")
 }
@@ -1534,7 +1534,7 @@ op_dtype <- function(x) {
 #' @export
 op_eig <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("eig", args, "op_eig")
 }
@@ -1548,7 +1548,7 @@ op_eig <- function(x) {
 #' @export
 op_eigh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("eigh", args, "op_eigh")
 }
@@ -1563,7 +1563,7 @@ op_eigh <- function(x) {
 #' @export
 op_einsum <- function(subscripts, ...) {
   args <- list()
-  op_call("einsum", args, "op_einsum", positional = list(as_tensor_arg(subscripts)), dots = list(...))
+  op_call("einsum", args, "op_einsum", positional = list(to_py(subscripts)), dots = list(...))
 }
 
 #' Exponential Linear Unit activation function
@@ -1580,8 +1580,8 @@ op_einsum <- function(subscripts, ...) {
 #' @export
 op_elu <- function(x, alpha = 1.0) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(alpha)
+    to_py(x),
+    to_py(alpha)
   )
   op_call("elu", args, "op_elu")
 }
@@ -1612,7 +1612,7 @@ op_empty <- function(shape, dtype = NULL) {
 #' @export
 op_empty_like <- function(x, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     dtype
   )
   op_call("empty_like", args, "op_empty_like")
@@ -1628,8 +1628,8 @@ op_empty_like <- function(x, dtype = NULL) {
 #' @export
 op_equal <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("equal", args, "op_equal")
 }
@@ -1643,7 +1643,7 @@ op_equal <- function(x1, x2) {
 #' @export
 op_erf <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("erf", args, "op_erf")
 }
@@ -1657,7 +1657,7 @@ op_erf <- function(x) {
 #' @export
 op_erfc <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("erfc", args, "op_erfc")
 }
@@ -1671,7 +1671,7 @@ op_erfc <- function(x) {
 #' @export
 op_erfinv <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("erfinv", args, "op_erfinv")
 }
@@ -1685,7 +1685,7 @@ op_erfinv <- function(x) {
 #' @export
 op_exp <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("exp", args, "op_exp")
 }
@@ -1699,7 +1699,7 @@ op_exp <- function(x) {
 #' @export
 op_exp2 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("exp2", args, "op_exp2")
 }
@@ -1716,7 +1716,7 @@ op_exp2 <- function(x) {
 #' @export
 op_expand_dims <- function(x, axis) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_expand_dims", "axis")
   )
   op_call("expand_dims", args, "op_expand_dims", axes = list(axis = axis), ref = x, axis_extra = 1L)
@@ -1731,7 +1731,7 @@ op_expand_dims <- function(x, axis) {
 #' @export
 op_expm1 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("expm1", args, "op_expm1")
 }
@@ -1753,7 +1753,7 @@ op_expm1 <- function(x) {
 #' @export
 op_extract_sequences <- function(x, sequence_length, sequence_stride) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(sequence_length, "op_extract_sequences", "sequence_length"),
     as_py_int(sequence_stride, "op_extract_sequences", "sequence_stride")
   )
@@ -1791,7 +1791,7 @@ op_eye <- function(N, M = NULL, k = 0L, dtype = NULL) {
 #' @export
 op_fabs <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("fabs", args, "op_fabs")
 }
@@ -1805,7 +1805,7 @@ op_fabs <- function(x) {
 #' @export
 op_fft <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("fft", args, "op_fft")
 }
@@ -1819,7 +1819,7 @@ op_fft <- function(x) {
 #' @export
 op_fft2 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("fft2", args, "op_fft2")
 }
@@ -1836,7 +1836,7 @@ op_fft2 <- function(x) {
 #' @export
 op_flip <- function(x, axis = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_flip", "axis")
   )
   op_call("flip", args, "op_flip", axes = list(axis = axis), ref = x)
@@ -1853,7 +1853,7 @@ op_flip <- function(x, axis = NULL) {
 #' @export
 op_fliplr <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("fliplr", args, "op_fliplr")
 }
@@ -1869,7 +1869,7 @@ op_fliplr <- function(x) {
 #' @export
 op_flipud <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("flipud", args, "op_flipud")
 }
@@ -1885,7 +1885,7 @@ op_flipud <- function(x) {
 #' @export
 op_floor <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("floor", args, "op_floor")
 }
@@ -1900,8 +1900,8 @@ op_floor <- function(x) {
 #' @export
 op_floor_divide <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("floor_divide", args, "op_floor_divide")
 }
@@ -1918,8 +1918,8 @@ op_floor_divide <- function(x1, x2) {
 #' @export
 op_fmax <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("fmax", args, "op_fmax")
 }
@@ -1936,8 +1936,8 @@ op_fmax <- function(x1, x2) {
 #' @export
 op_fmin <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("fmin", args, "op_fmin")
 }
@@ -1954,8 +1954,8 @@ op_fmin <- function(x1, x2) {
 #' @export
 op_fmod <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("fmod", args, "op_fmod")
 }
@@ -1976,11 +1976,11 @@ op_fmod <- function(x1, x2) {
 #' @export
 op_fold <- function(x, output_size, kernel_size, dilation = 1L, padding = 0L, stride = 1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(output_size, "op_fold", "output_size"),
     as_py_int(kernel_size, "op_fold", "kernel_size"),
     as_py_int(dilation, "op_fold", "dilation"),
-    as_tensor_arg(padding),
+    to_py(padding),
     as_py_int(stride, "op_fold", "stride")
   )
   op_call("fold", args, "op_fold")
@@ -1998,10 +1998,10 @@ op_fold <- function(x, output_size, kernel_size, dilation = 1L, padding = 0L, st
 #' @export
 op_fori_loop <- function(lower, upper, body_fun, init_val) {
   args <- list(
-    as_tensor_arg(lower),
-    as_tensor_arg(upper),
-    as_tensor_arg(body_fun),
-    as_tensor_arg(init_val)
+    to_py(lower),
+    to_py(upper),
+    to_py(body_fun),
+    to_py(init_val)
   )
   op_call("fori_loop", args, "op_fori_loop")
 }
@@ -2018,7 +2018,7 @@ op_fori_loop <- function(lower, upper, body_fun, init_val) {
 op_full <- function(shape, fill_value, dtype = NULL) {
   args <- list(
     as_shape(shape, "op_full", "shape"),
-    as_tensor_arg(fill_value),
+    to_py(fill_value),
     dtype
   )
   op_call("full", args, "op_full")
@@ -2035,8 +2035,8 @@ op_full <- function(shape, fill_value, dtype = NULL) {
 #' @export
 op_full_like <- function(x, fill_value, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(fill_value),
+    to_py(x),
+    to_py(fill_value),
     dtype
   )
   op_call("full_like", args, "op_full_like")
@@ -2052,8 +2052,8 @@ op_full_like <- function(x, fill_value, dtype = NULL) {
 #' @export
 op_gcd <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("gcd", args, "op_gcd")
 }
@@ -2072,8 +2072,8 @@ op_gcd <- function(x1, x2) {
 #' @export
 op_gelu <- function(x, approximate = TRUE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(approximate)
+    to_py(x),
+    to_py(approximate)
   )
   op_call("gelu", args, "op_gelu")
 }
@@ -2094,10 +2094,10 @@ op_gelu <- function(x, approximate = TRUE) {
 #' @export
 op_geomspace <- function(start, stop, num = 50L, endpoint = TRUE, dtype = NULL, axis = 1L) {
   args <- list(
-    as_tensor_arg(start),
-    as_tensor_arg(stop),
+    to_py(start),
+    to_py(stop),
     as_py_int(num, "op_geomspace", "num"),
-    as_tensor_arg(endpoint),
+    to_py(endpoint),
     dtype,
     as_axis(axis, "op_geomspace", "axis")
   )
@@ -2114,8 +2114,8 @@ op_geomspace <- function(start, stop, num = 50L, endpoint = TRUE, dtype = NULL, 
 #' @export
 op_get_item <- function(x, key) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(key)
+    to_py(x),
+    to_py(key)
   )
   op_call("get_item", args, "op_get_item")
 }
@@ -2134,7 +2134,7 @@ op_get_item <- function(x, key) {
 #' @export
 op_glu <- function(x, axis = -1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_glu", "axis")
   )
   op_call("glu", args, "op_glu", axes = list(axis = axis), ref = x)
@@ -2150,8 +2150,8 @@ op_glu <- function(x, axis = -1L) {
 #' @export
 op_greater <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("greater", args, "op_greater")
 }
@@ -2166,8 +2166,8 @@ op_greater <- function(x1, x2) {
 #' @export
 op_greater_equal <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("greater_equal", args, "op_greater_equal")
 }
@@ -2218,8 +2218,8 @@ op_hanning <- function(x) {
 #' @export
 op_hard_shrink <- function(x, threshold = 0.5) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(threshold)
+    to_py(x),
+    to_py(threshold)
   )
   op_call("hard_shrink", args, "op_hard_shrink")
 }
@@ -2237,7 +2237,7 @@ op_hard_shrink <- function(x, threshold = 0.5) {
 #' @export
 op_hard_sigmoid <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("hard_sigmoid", args, "op_hard_sigmoid")
 }
@@ -2259,7 +2259,7 @@ op_hard_sigmoid <- function(x) {
 #' @export
 op_hard_silu <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("hard_silu", args, "op_hard_silu")
 }
@@ -2281,7 +2281,7 @@ op_hard_silu <- function(x) {
 #' @export
 op_hard_swish <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("hard_swish", args, "op_hard_swish")
 }
@@ -2299,7 +2299,7 @@ op_hard_swish <- function(x) {
 #' @export
 op_hard_tanh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("hard_tanh", args, "op_hard_tanh")
 }
@@ -2316,8 +2316,8 @@ op_hard_tanh <- function(x) {
 #' @export
 op_heaviside <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("heaviside", args, "op_heaviside")
 }
@@ -2333,9 +2333,9 @@ op_heaviside <- function(x1, x2) {
 #' @export
 op_histogram <- function(x, bins = 10L, range = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(bins, "op_histogram", "bins"),
-    as_tensor_arg(range)
+    to_py(range)
   )
   op_call("histogram", args, "op_histogram")
 }
@@ -2350,7 +2350,7 @@ op_histogram <- function(x, bins = 10L, range = NULL) {
 #' @export
 op_hsplit <- function(x, indices_or_sections) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(indices_or_sections, "op_hsplit", "indices_or_sections")
   )
   op_call("hsplit", args, "op_hsplit")
@@ -2367,7 +2367,7 @@ op_hsplit <- function(x, indices_or_sections) {
 #' @export
 op_hstack <- function(xs) {
   args <- list(
-    as_tensor_arg(xs)
+    to_py(xs)
   )
   op_call("hstack", args, "op_hstack")
 }
@@ -2384,8 +2384,8 @@ op_hstack <- function(xs) {
 #' @export
 op_hypot <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("hypot", args, "op_hypot")
 }
@@ -2399,7 +2399,7 @@ op_hypot <- function(x1, x2) {
 #' @export
 op_i0 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("i0", args, "op_i0")
 }
@@ -2431,7 +2431,7 @@ op_identity <- function(n, dtype = NULL) {
 #' @export
 op_ifft2 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("ifft2", args, "op_ifft2")
 }
@@ -2445,7 +2445,7 @@ op_ifft2 <- function(x) {
 #' @export
 op_imag <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("imag", args, "op_imag")
 }
@@ -2461,8 +2461,8 @@ op_imag <- function(x) {
 #' @export
 op_in_top_k <- function(targets, predictions, k) {
   args <- list(
-    as_tensor_arg(targets),
-    as_tensor_arg(predictions),
+    to_py(targets),
+    to_py(predictions),
     as_py_int(k, "op_in_top_k", "k")
   )
   op_call("in_top_k", args, "op_in_top_k")
@@ -2482,8 +2482,8 @@ op_in_top_k <- function(targets, predictions, k) {
 #' @export
 op_inner <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("inner", args, "op_inner")
 }
@@ -2497,7 +2497,7 @@ op_inner <- function(x1, x2) {
 #' @export
 op_inv <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("inv", args, "op_inv")
 }
@@ -2518,7 +2518,7 @@ op_inv <- function(x) {
 #' @export
 op_irfft <- function(x, fft_length = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(fft_length, "op_irfft", "fft_length")
   )
   op_call("irfft", args, "op_irfft")
@@ -2535,7 +2535,7 @@ op_irfft <- function(x, fft_length = NULL) {
 #' @export
 op_is_tensor <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("is_tensor", args, "op_is_tensor")
 }
@@ -2553,11 +2553,11 @@ op_is_tensor <- function(x) {
 #' @export
 op_isclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
-    as_tensor_arg(rtol),
-    as_tensor_arg(atol),
-    as_tensor_arg(equal_nan)
+    to_py(x1),
+    to_py(x2),
+    to_py(rtol),
+    to_py(atol),
+    to_py(equal_nan)
   )
   op_call("isclose", args, "op_isclose")
 }
@@ -2573,7 +2573,7 @@ op_isclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
 #' @export
 op_isfinite <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("isfinite", args, "op_isfinite")
 }
@@ -2592,10 +2592,10 @@ op_isfinite <- function(x) {
 #' @export
 op_isin <- function(x1, x2, assume_unique = FALSE, invert = FALSE) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
-    as_tensor_arg(assume_unique),
-    as_tensor_arg(invert)
+    to_py(x1),
+    to_py(x2),
+    to_py(assume_unique),
+    to_py(invert)
   )
   op_call("isin", args, "op_isin")
 }
@@ -2609,7 +2609,7 @@ op_isin <- function(x1, x2, assume_unique = FALSE, invert = FALSE) {
 #' @export
 op_isinf <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("isinf", args, "op_isinf")
 }
@@ -2623,7 +2623,7 @@ op_isinf <- function(x) {
 #' @export
 op_isnan <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("isnan", args, "op_isnan")
 }
@@ -2637,7 +2637,7 @@ op_isnan <- function(x) {
 #' @export
 op_isneginf <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("isneginf", args, "op_isneginf")
 }
@@ -2651,7 +2651,7 @@ op_isneginf <- function(x) {
 #' @export
 op_isposinf <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("isposinf", args, "op_isposinf")
 }
@@ -2665,7 +2665,7 @@ op_isposinf <- function(x) {
 #' @export
 op_isreal <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("isreal", args, "op_isreal")
 }
@@ -2687,13 +2687,13 @@ op_isreal <- function(x) {
 #' @export
 op_istft <- function(x, sequence_length, sequence_stride, fft_length, length = NULL, window = "hann", center = TRUE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(sequence_length, "op_istft", "sequence_length"),
     as_py_int(sequence_stride, "op_istft", "sequence_stride"),
     as_py_int(fft_length, "op_istft", "fft_length"),
     as_py_int(length, "op_istft", "length"),
-    as_tensor_arg(window),
-    as_tensor_arg(center)
+    to_py(window),
+    to_py(center)
   )
   op_call("istft", args, "op_istft")
 }
@@ -2710,10 +2710,10 @@ op_istft <- function(x, sequence_length, sequence_stride, fft_length, length = N
 #' @export
 op_jvp <- function(fun, primals, tangents, has_aux = FALSE) {
   args <- list(
-    as_tensor_arg(fun),
+    to_py(fun),
     as_tuple_arg(primals),
     as_tuple_arg(tangents),
-    as_tensor_arg(has_aux)
+    to_py(has_aux)
   )
   op_call("jvp", args, "op_jvp")
 }
@@ -2731,7 +2731,7 @@ op_jvp <- function(fun, primals, tangents, has_aux = FALSE) {
 op_kaiser <- function(x, beta) {
   args <- list(
     as_py_int(x, "op_kaiser", "x"),
-    as_tensor_arg(beta)
+    to_py(beta)
   )
   op_call("kaiser", args, "op_kaiser")
 }
@@ -2748,8 +2748,8 @@ op_kaiser <- function(x, beta) {
 #' @export
 op_kron <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("kron", args, "op_kron")
 }
@@ -2770,11 +2770,11 @@ op_kron <- function(x1, x2) {
 #' @export
 op_layer_normalization <- function(x, gamma = NULL, beta = NULL, axis = -1L, epsilon = NULL, ...) {
   args <- list(
-    x = as_tensor_arg(x),
+    x = to_py(x),
     gamma = as_array_arg(gamma),
     beta = as_array_arg(beta),
     axis = as_axis(axis, "op_layer_normalization", "axis"),
-    epsilon = as_tensor_arg(epsilon)
+    epsilon = to_py(epsilon)
   )
   op_call("layer_normalization", args, "op_layer_normalization", dots = list(...))
 }
@@ -2789,8 +2789,8 @@ op_layer_normalization <- function(x, gamma = NULL, beta = NULL, axis = -1L, eps
 #' @export
 op_lcm <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("lcm", args, "op_lcm")
 }
@@ -2807,8 +2807,8 @@ op_lcm <- function(x1, x2) {
 #' @export
 op_ldexp <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("ldexp", args, "op_ldexp")
 }
@@ -2827,8 +2827,8 @@ op_ldexp <- function(x1, x2) {
 #' @export
 op_leaky_relu <- function(x, negative_slope = 0.2) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(negative_slope)
+    to_py(x),
+    to_py(negative_slope)
   )
   op_call("leaky_relu", args, "op_leaky_relu")
 }
@@ -2861,8 +2861,8 @@ op_left_shift <- function(x, y) {
 #' @export
 op_less <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("less", args, "op_less")
 }
@@ -2877,8 +2877,8 @@ op_less <- function(x1, x2) {
 #' @export
 op_less_equal <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("less_equal", args, "op_less_equal")
 }
@@ -2902,11 +2902,11 @@ op_less_equal <- function(x1, x2) {
 #' @export
 op_linspace <- function(start, stop, num = 50L, endpoint = TRUE, retstep = FALSE, dtype = NULL, axis = 1L) {
   args <- list(
-    as_tensor_arg(start),
-    as_tensor_arg(stop),
+    to_py(start),
+    to_py(stop),
     as_py_int(num, "op_linspace", "num"),
-    as_tensor_arg(endpoint),
-    as_tensor_arg(retstep),
+    to_py(endpoint),
+    to_py(retstep),
     dtype,
     as_axis(axis, "op_linspace", "axis")
   )
@@ -2922,7 +2922,7 @@ op_linspace <- function(start, stop, num = 50L, endpoint = TRUE, retstep = FALSE
 #' @export
 op_log <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("log", args, "op_log")
 }
@@ -2936,7 +2936,7 @@ op_log <- function(x) {
 #' @export
 op_log10 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("log10", args, "op_log10")
 }
@@ -2952,7 +2952,7 @@ op_log10 <- function(x) {
 #' @export
 op_log1p <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("log1p", args, "op_log1p")
 }
@@ -2966,7 +2966,7 @@ op_log1p <- function(x) {
 #' @export
 op_log2 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("log2", args, "op_log2")
 }
@@ -2982,7 +2982,7 @@ op_log2 <- function(x) {
 #' @export
 op_log_sigmoid <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("log_sigmoid", args, "op_log_sigmoid")
 }
@@ -2999,7 +2999,7 @@ op_log_sigmoid <- function(x) {
 #' @export
 op_log_softmax <- function(x, axis = -1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_log_softmax", "axis")
   )
   op_call("log_softmax", args, "op_log_softmax", axes = list(axis = axis), ref = x)
@@ -3017,8 +3017,8 @@ op_log_softmax <- function(x, axis = -1L) {
 #' @export
 op_logaddexp <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("logaddexp", args, "op_logaddexp")
 }
@@ -3035,8 +3035,8 @@ op_logaddexp <- function(x1, x2) {
 #' @export
 op_logaddexp2 <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("logaddexp2", args, "op_logaddexp2")
 }
@@ -3050,7 +3050,7 @@ op_logaddexp2 <- function(x1, x2) {
 #' @export
 op_logdet <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("logdet", args, "op_logdet")
 }
@@ -3067,8 +3067,8 @@ op_logdet <- function(x) {
 #' @export
 op_logical_and <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("logical_and", args, "op_logical_and")
 }
@@ -3084,7 +3084,7 @@ op_logical_and <- function(x1, x2) {
 #' @export
 op_logical_not <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("logical_not", args, "op_logical_not")
 }
@@ -3101,8 +3101,8 @@ op_logical_not <- function(x) {
 #' @export
 op_logical_or <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("logical_or", args, "op_logical_or")
 }
@@ -3117,8 +3117,8 @@ op_logical_or <- function(x1, x2) {
 #' @export
 op_logical_xor <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("logical_xor", args, "op_logical_xor")
 }
@@ -3140,11 +3140,11 @@ op_logical_xor <- function(x1, x2) {
 #' @export
 op_logspace <- function(start, stop, num = 50L, endpoint = TRUE, base = 10L, dtype = NULL, axis = 1L) {
   args <- list(
-    as_tensor_arg(start),
-    as_tensor_arg(stop),
+    to_py(start),
+    to_py(stop),
     as_py_int(num, "op_logspace", "num"),
-    as_tensor_arg(endpoint),
-    as_tensor_arg(base),
+    to_py(endpoint),
+    to_py(base),
     dtype,
     as_axis(axis, "op_logspace", "axis")
   )
@@ -3162,9 +3162,9 @@ op_logspace <- function(start, stop, num = 50L, endpoint = TRUE, base = 10L, dty
 #' @export
 op_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_logsumexp", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("logsumexp", args, "op_logsumexp", axes = list(axis = axis), ref = x)
 }
@@ -3184,9 +3184,9 @@ op_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_lstsq <- function(a, b, rcond = NULL) {
   args <- list(
-    as_tensor_arg(a),
-    as_tensor_arg(b),
-    as_tensor_arg(rcond)
+    to_py(a),
+    to_py(b),
+    to_py(rcond)
   )
   op_call("lstsq", args, "op_lstsq")
 }
@@ -3200,7 +3200,7 @@ op_lstsq <- function(a, b, rcond = NULL) {
 #' @export
 op_lu_factor <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("lu_factor", args, "op_lu_factor")
 }
@@ -3221,8 +3221,8 @@ op_lu_factor <- function(x) {
 #' @export
 op_map <- function(xs, f) {
   args <- list(
-    as_tensor_arg(f),
-    as_tensor_arg(xs)
+    to_py(f),
+    to_py(xs)
   )
   op_call("map", args, "op_map")
 }
@@ -3242,8 +3242,8 @@ op_map <- function(xs, f) {
 #' @export
 op_matmul <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("matmul", args, "op_matmul")
 }
@@ -3260,8 +3260,8 @@ op_matmul <- function(x1, x2) {
 #' @export
 op_matrix_rank <- function(x, tol = NULL) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(tol)
+    to_py(x),
+    to_py(tol)
   )
   op_call("matrix_rank", args, "op_matrix_rank")
 }
@@ -3278,10 +3278,10 @@ op_matrix_rank <- function(x, tol = NULL) {
 #' @export
 op_max <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_max", "axis"),
-    as_tensor_arg(keepdims),
-    as_tensor_arg(initial)
+    to_py(keepdims),
+    to_py(initial)
   )
   op_call("max", args, "op_max", axes = list(axis = axis), ref = x)
 }
@@ -3299,11 +3299,11 @@ op_max <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
 #' @export
 op_max_pool <- function(inputs, pool_size, strides = NULL, padding = "valid", data_format = NULL) {
   args <- list(
-    as_tensor_arg(inputs),
+    to_py(inputs),
     as_py_int(pool_size, "op_max_pool", "pool_size"),
     as_py_int(strides, "op_max_pool", "strides"),
-    as_tensor_arg(padding),
-    as_tensor_arg(data_format)
+    to_py(padding),
+    to_py(data_format)
   )
   op_call("max_pool", args, "op_max_pool")
 }
@@ -3318,8 +3318,8 @@ op_max_pool <- function(inputs, pool_size, strides = NULL, padding = "valid", da
 #' @export
 op_maximum <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("maximum", args, "op_maximum")
 }
@@ -3335,9 +3335,9 @@ op_maximum <- function(x1, x2) {
 #' @export
 op_mean <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_mean", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("mean", args, "op_mean", axes = list(axis = axis), ref = x)
 }
@@ -3353,9 +3353,9 @@ op_mean <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_median <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_median", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("median", args, "op_median", axes = list(axis = axis), ref = x)
 }
@@ -3372,7 +3372,7 @@ op_median <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_meshgrid <- function(..., indexing = "xy") {
   args <- list(
-    indexing = as_tensor_arg(indexing)
+    indexing = to_py(indexing)
   )
   op_call("meshgrid", args, "op_meshgrid", dots = list(...))
 }
@@ -3389,10 +3389,10 @@ op_meshgrid <- function(..., indexing = "xy") {
 #' @export
 op_min <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_min", "axis"),
-    as_tensor_arg(keepdims),
-    as_tensor_arg(initial)
+    to_py(keepdims),
+    to_py(initial)
   )
   op_call("min", args, "op_min", axes = list(axis = axis), ref = x)
 }
@@ -3407,8 +3407,8 @@ op_min <- function(x, axis = NULL, keepdims = FALSE, initial = NULL) {
 #' @export
 op_minimum <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("minimum", args, "op_minimum")
 }
@@ -3423,8 +3423,8 @@ op_minimum <- function(x1, x2) {
 #' @export
 op_mod <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("mod", args, "op_mod")
 }
@@ -3443,10 +3443,10 @@ op_mod <- function(x1, x2) {
 #' @export
 op_moments <- function(x, axes, keepdims = FALSE, synchronized = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axes, "op_moments", "axes"),
-    as_tensor_arg(keepdims),
-    as_tensor_arg(synchronized)
+    to_py(keepdims),
+    to_py(synchronized)
   )
   op_call("moments", args, "op_moments", axes = list(axes = axes), ref = x)
 }
@@ -3464,7 +3464,7 @@ op_moments <- function(x, axes, keepdims = FALSE, synchronized = FALSE) {
 #' @export
 op_moveaxis <- function(x, source, destination) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(source, "op_moveaxis", "source"),
     as_axis(destination, "op_moveaxis", "destination")
   )
@@ -3491,7 +3491,7 @@ op_multi_hot <- function(inputs, num_classes = NULL, axis = -1L, dtype = NULL, s
     num_classes = as_py_int(num_classes, "op_multi_hot", "num_classes"),
     axis = as_axis(axis, "op_multi_hot", "axis"),
     dtype = dtype,
-    sparse = as_tensor_arg(sparse)
+    sparse = to_py(sparse)
   )
   op_call("multi_hot", args, "op_multi_hot", dots = list(...))
 }
@@ -3506,8 +3506,8 @@ op_multi_hot <- function(inputs, num_classes = NULL, axis = -1L, dtype = NULL, s
 #' @export
 op_multiply <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("multiply", args, "op_multiply")
 }
@@ -3524,10 +3524,10 @@ op_multiply <- function(x1, x2) {
 #' @export
 op_nan_to_num <- function(x, nan = 0.0, posinf = NULL, neginf = NULL) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(nan),
-    as_tensor_arg(posinf),
-    as_tensor_arg(neginf)
+    to_py(x),
+    to_py(nan),
+    to_py(posinf),
+    to_py(neginf)
   )
   op_call("nan_to_num", args, "op_nan_to_num")
 }
@@ -3543,9 +3543,9 @@ op_nan_to_num <- function(x, nan = 0.0, posinf = NULL, neginf = NULL) {
 #' @export
 op_nanargmax <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanargmax", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanargmax", args, "op_nanargmax", axes = list(axis = axis), ref = x)
 }
@@ -3561,9 +3561,9 @@ op_nanargmax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanargmin <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanargmin", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanargmin", args, "op_nanargmin", axes = list(axis = axis), ref = x)
 }
@@ -3579,7 +3579,7 @@ op_nanargmin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nancumprod <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nancumprod", "axis"),
     dtype
   )
@@ -3597,7 +3597,7 @@ op_nancumprod <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_nancumsum <- function(x, axis = NULL, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nancumsum", "axis"),
     dtype
   )
@@ -3615,9 +3615,9 @@ op_nancumsum <- function(x, axis = NULL, dtype = NULL) {
 #' @export
 op_nanmax <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanmax", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanmax", args, "op_nanmax", axes = list(axis = axis), ref = x)
 }
@@ -3633,9 +3633,9 @@ op_nanmax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanmean <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanmean", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanmean", args, "op_nanmean", axes = list(axis = axis), ref = x)
 }
@@ -3653,9 +3653,9 @@ op_nanmean <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanmedian <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanmedian", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanmedian", args, "op_nanmedian", axes = list(axis = axis), ref = x)
 }
@@ -3671,9 +3671,9 @@ op_nanmedian <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanmin <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanmin", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanmin", args, "op_nanmin", axes = list(axis = axis), ref = x)
 }
@@ -3691,11 +3691,11 @@ op_nanmin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanpercentile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(q),
+    to_py(x),
+    to_py(q),
     as_axis(axis, "op_nanpercentile", "axis"),
-    as_tensor_arg(method),
-    as_tensor_arg(keepdims)
+    to_py(method),
+    to_py(keepdims)
   )
   op_call("nanpercentile", args, "op_nanpercentile", axes = list(axis = axis), ref = x)
 }
@@ -3711,9 +3711,9 @@ op_nanpercentile <- function(x, q, axis = NULL, method = "linear", keepdims = FA
 #' @export
 op_nanprod <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanprod", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanprod", args, "op_nanprod", axes = list(axis = axis), ref = x)
 }
@@ -3731,11 +3731,11 @@ op_nanprod <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanquantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(q),
+    to_py(x),
+    to_py(q),
     as_axis(axis, "op_nanquantile", "axis"),
-    as_tensor_arg(method),
-    as_tensor_arg(keepdims)
+    to_py(method),
+    to_py(keepdims)
   )
   op_call("nanquantile", args, "op_nanquantile", axes = list(axis = axis), ref = x)
 }
@@ -3751,9 +3751,9 @@ op_nanquantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALS
 #' @export
 op_nanstd <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanstd", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanstd", args, "op_nanstd", axes = list(axis = axis), ref = x)
 }
@@ -3769,9 +3769,9 @@ op_nanstd <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nansum <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nansum", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nansum", args, "op_nansum", axes = list(axis = axis), ref = x)
 }
@@ -3787,9 +3787,9 @@ op_nansum <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_nanvar <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_nanvar", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("nanvar", args, "op_nanvar", axes = list(axis = axis), ref = x)
 }
@@ -3803,7 +3803,7 @@ op_nanvar <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_ndim <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("ndim", args, "op_ndim")
 }
@@ -3817,7 +3817,7 @@ op_ndim <- function(x) {
 #' @export
 op_negative <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("negative", args, "op_negative")
 }
@@ -3834,8 +3834,8 @@ op_negative <- function(x) {
 #' @export
 op_nextafter <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("nextafter", args, "op_nextafter")
 }
@@ -3850,7 +3850,7 @@ op_nextafter <- function(x1, x2) {
 #' @export
 op_nonzero <- function(x, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   nonzero_out(op_call("nonzero", args, "op_nonzero"), zero_indexed)
 }
@@ -3869,10 +3869,10 @@ op_nonzero <- function(x, zero_indexed = FALSE) {
 #' @export
 op_norm <- function(x, ord = NULL, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(ord),
+    to_py(x),
+    to_py(ord),
     as_axis(axis, "op_norm", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("norm", args, "op_norm", axes = list(axis = axis), ref = x)
 }
@@ -3891,10 +3891,10 @@ op_norm <- function(x, ord = NULL, axis = NULL, keepdims = FALSE) {
 #' @export
 op_normalize <- function(x, axis = -1L, order = 2L, epsilon = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_normalize", "axis"),
     as_py_int(order, "op_normalize", "order"),
-    as_tensor_arg(epsilon)
+    to_py(epsilon)
   )
   op_call("normalize", args, "op_normalize", axes = list(axis = axis), ref = x)
 }
@@ -3909,8 +3909,8 @@ op_normalize <- function(x, axis = -1L, order = 2L, epsilon = NULL) {
 #' @export
 op_not_equal <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("not_equal", args, "op_not_equal")
 }
@@ -3935,7 +3935,7 @@ op_one_hot <- function(x, num_classes, axis = -1L, dtype = NULL, sparse = FALSE,
     as_py_int(num_classes, "op_one_hot", "num_classes"),
     as_axis(axis, "op_one_hot", "axis"),
     dtype,
-    as_tensor_arg(sparse)
+    to_py(sparse)
   )
   op_call("one_hot", args, "op_one_hot")
 }
@@ -3966,7 +3966,7 @@ op_ones <- function(shape, dtype = NULL) {
 #' @export
 op_ones_like <- function(x, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     dtype
   )
   op_call("ones_like", args, "op_ones_like")
@@ -3986,8 +3986,8 @@ op_ones_like <- function(x, dtype = NULL) {
 #' @export
 op_outer <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("outer", args, "op_outer")
 }
@@ -4004,10 +4004,10 @@ op_outer <- function(x1, x2) {
 #' @export
 op_pad <- function(x, pad_width, mode = "constant", constant_values = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(pad_width, "op_pad", "pad_width"),
-    as_tensor_arg(mode),
-    as_tensor_arg(constant_values)
+    to_py(mode),
+    to_py(constant_values)
   )
   op_call("pad", args, "op_pad")
 }
@@ -4025,11 +4025,11 @@ op_pad <- function(x, pad_width, mode = "constant", constant_values = NULL) {
 #' @export
 op_percentile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(q),
+    to_py(x),
+    to_py(q),
     as_axis(axis, "op_percentile", "axis"),
-    as_tensor_arg(method),
-    as_tensor_arg(keepdims)
+    to_py(method),
+    to_py(keepdims)
   )
   op_call("percentile", args, "op_percentile", axes = list(axis = axis), ref = x)
 }
@@ -4046,8 +4046,8 @@ op_percentile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE
 #' @export
 op_pinv <- function(x, rcond = NULL) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(rcond)
+    to_py(x),
+    to_py(rcond)
   )
   op_call("pinv", args, "op_pinv")
 }
@@ -4069,8 +4069,8 @@ op_pinv <- function(x, rcond = NULL) {
 #' @export
 op_polar <- function(abs_, angle) {
   args <- list(
-    as_tensor_arg(abs_),
-    as_tensor_arg(angle)
+    to_py(abs_),
+    to_py(angle)
   )
   op_call("polar", args, "op_polar")
 }
@@ -4085,8 +4085,8 @@ op_polar <- function(abs_, angle) {
 #' @export
 op_power <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("power", args, "op_power")
 }
@@ -4103,9 +4103,9 @@ op_power <- function(x1, x2) {
 #' @export
 op_prod <- function(x, axis = NULL, keepdims = FALSE, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_prod", "axis"),
-    as_tensor_arg(keepdims),
+    to_py(keepdims),
     dtype
   )
   op_call("prod", args, "op_prod", axes = list(axis = axis), ref = x)
@@ -4124,9 +4124,9 @@ op_prod <- function(x, axis = NULL, keepdims = FALSE, dtype = NULL) {
 #' @export
 op_psnr <- function(x1, x2, max_val) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
-    as_tensor_arg(max_val)
+    to_py(x1),
+    to_py(x2),
+    to_py(max_val)
   )
   op_call("psnr", args, "op_psnr")
 }
@@ -4144,9 +4144,9 @@ op_psnr <- function(x1, x2, max_val) {
 #' @export
 op_ptp <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_ptp", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("ptp", args, "op_ptp", axes = list(axis = axis), ref = x)
 }
@@ -4161,8 +4161,8 @@ op_ptp <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_qr <- function(x, mode = "reduced") {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(mode)
+    to_py(x),
+    to_py(mode)
   )
   op_call("qr", args, "op_qr")
 }
@@ -4180,11 +4180,11 @@ op_qr <- function(x, mode = "reduced") {
 #' @export
 op_quantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(q),
+    to_py(x),
+    to_py(q),
     as_axis(axis, "op_quantile", "axis"),
-    as_tensor_arg(method),
-    as_tensor_arg(keepdims)
+    to_py(method),
+    to_py(keepdims)
   )
   op_call("quantile", args, "op_quantile", axes = list(axis = axis), ref = x)
 }
@@ -4200,7 +4200,7 @@ op_quantile <- function(x, q, axis = NULL, method = "linear", keepdims = FALSE) 
 #' @export
 op_rad2deg <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("rad2deg", args, "op_rad2deg")
 }
@@ -4216,7 +4216,7 @@ op_rad2deg <- function(x) {
 #' @export
 op_ravel <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("ravel", args, "op_ravel")
 }
@@ -4230,7 +4230,7 @@ op_ravel <- function(x) {
 #' @export
 op_real <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("real", args, "op_real")
 }
@@ -4246,8 +4246,8 @@ op_real <- function(x) {
 #' @export
 op_rearrange <- function(tensor, pattern, ...) {
   args <- list(
-    tensor = as_tensor_arg(tensor),
-    pattern = as_tensor_arg(pattern)
+    tensor = to_py(tensor),
+    pattern = to_py(pattern)
   )
   op_call("rearrange", args, "op_rearrange", dots = list(...), dots_convert = as_py_int)
 }
@@ -4263,7 +4263,7 @@ op_rearrange <- function(tensor, pattern, ...) {
 #' @export
 op_reciprocal <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("reciprocal", args, "op_reciprocal")
 }
@@ -4279,7 +4279,7 @@ op_reciprocal <- function(x) {
 #' @export
 op_relu <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("relu", args, "op_relu")
 }
@@ -4295,7 +4295,7 @@ op_relu <- function(x) {
 #' @export
 op_relu6 <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("relu6", args, "op_relu6")
 }
@@ -4311,7 +4311,7 @@ op_relu6 <- function(x) {
 #' @export
 op_repeat <- function(x, repeats, axis = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(repeats, "op_repeat", "repeats"),
     as_axis(axis, "op_repeat", "axis")
   )
@@ -4328,7 +4328,7 @@ op_repeat <- function(x, repeats, axis = NULL) {
 #' @export
 op_reshape <- function(x, newshape) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_shape(newshape, "op_reshape", "newshape")
   )
   op_call("reshape", args, "op_reshape")
@@ -4350,7 +4350,7 @@ op_reshape <- function(x, newshape) {
 #' @export
 op_rfft <- function(x, fft_length = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(fft_length, "op_rfft", "fft_length")
   )
   op_call("rfft", args, "op_rfft")
@@ -4392,10 +4392,10 @@ op_right_shift <- function(x, y) {
 #' @export
 op_rms_normalization <- function(x, scale = NULL, axis = -1L, epsilon = NULL) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(scale),
+    to_py(x),
+    to_py(scale),
     as_axis(axis, "op_rms_normalization", "axis"),
-    as_tensor_arg(epsilon)
+    to_py(epsilon)
   )
   op_call("rms_normalization", args, "op_rms_normalization", axes = list(axis = axis), ref = x)
 }
@@ -4413,8 +4413,8 @@ op_rms_normalization <- function(x, scale = NULL, axis = -1L, epsilon = NULL) {
 #' @export
 op_roll <- function(x, shift, axis = NULL) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(shift),
+    to_py(x),
+    to_py(shift),
     as_axis(axis, "op_roll", "axis")
   )
   op_call("roll", args, "op_roll", axes = list(axis = axis), ref = x)
@@ -4433,7 +4433,7 @@ op_roll <- function(x, shift, axis = NULL) {
 #' @export
 op_rot90 <- function(array, k = 1L, axes = c(1L, 2L)) {
   args <- list(
-    as_tensor_arg(array),
+    to_py(array),
     as_py_int(k, "op_rot90", "k"),
     as_axis(axes, "op_rot90", "axes", as_tuple = TRUE)
   )
@@ -4450,7 +4450,7 @@ op_rot90 <- function(array, k = 1L, axes = c(1L, 2L)) {
 #' @export
 op_round <- function(x, decimals = 0L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(decimals, "op_round", "decimals")
   )
   op_call("round", args, "op_round")
@@ -4465,7 +4465,7 @@ op_round <- function(x, decimals = 0L) {
 #' @export
 op_rsqrt <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("rsqrt", args, "op_rsqrt")
 }
@@ -4482,7 +4482,7 @@ op_rsqrt <- function(x) {
 #' @export
 op_saturate_cast <- function(x, dtype) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     dtype
   )
   op_call("saturate_cast", args, "op_saturate_cast")
@@ -4508,11 +4508,11 @@ op_saturate_cast <- function(x, dtype) {
 #' @export
 op_scan <- function(f, init, xs = NULL, length = NULL, reverse = FALSE, unroll = 1L) {
   args <- list(
-    as_tensor_arg(f),
-    as_tensor_arg(init),
-    as_tensor_arg(xs),
+    to_py(f),
+    to_py(init),
+    to_py(xs),
     as_py_int(length, "op_scan", "length"),
-    as_tensor_arg(reverse),
+    to_py(reverse),
     as_py_int(unroll, "op_scan", "unroll")
   )
   op_call("scan", args, "op_scan")
@@ -4560,10 +4560,10 @@ op_scatter <- function(indices, values, shape, zero_indexed = FALSE) {
 #' @export
 op_scatter_update <- function(inputs, indices, updates, reduction = NULL, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(inputs),
+    to_py(inputs),
     as_index_in(indices, "op_scatter_update", "indices", zero_indexed),
     as_array_arg(updates),
-    as_tensor_arg(reduction)
+    to_py(reduction)
   )
   op_call("scatter_update", args, "op_scatter_update")
 }
@@ -4580,9 +4580,9 @@ op_scatter_update <- function(inputs, indices, updates, reduction = NULL, zero_i
 #' @export
 op_searchsorted <- function(sorted_sequence, values, side = "left", zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(sorted_sequence),
-    as_tensor_arg(values),
-    as_tensor_arg(side)
+    to_py(sorted_sequence),
+    to_py(values),
+    to_py(side)
   )
   index_out(op_call("searchsorted", args, "op_searchsorted"), zero_indexed)
 }
@@ -4600,10 +4600,10 @@ op_searchsorted <- function(sorted_sequence, values, side = "left", zero_indexed
 #' @export
 op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALSE, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(data),
+    to_py(data),
     as_index_in(segment_ids, "op_segment_max", "segment_ids", zero_indexed),
     as_py_int(num_segments, "op_segment_max", "num_segments"),
-    as_tensor_arg(sorted)
+    to_py(sorted)
   )
   op_call("segment_max", args, "op_segment_max")
 }
@@ -4620,10 +4620,10 @@ op_segment_max <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' @export
 op_segment_min <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
-    as_tensor_arg(data),
+    to_py(data),
     as_index_arg(segment_ids),
     as_py_int(num_segments, "op_segment_min", "num_segments"),
-    as_tensor_arg(sorted)
+    to_py(sorted)
   )
   op_call("segment_min", args, "op_segment_min")
 }
@@ -4640,10 +4640,10 @@ op_segment_min <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' @export
 op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FALSE) {
   args <- list(
-    as_tensor_arg(data),
+    to_py(data),
     as_index_arg(segment_ids),
     as_py_int(num_segments, "op_segment_prod", "num_segments"),
-    as_tensor_arg(sorted)
+    to_py(sorted)
   )
   op_call("segment_prod", args, "op_segment_prod")
 }
@@ -4661,10 +4661,10 @@ op_segment_prod <- function(data, segment_ids, num_segments = NULL, sorted = FAL
 #' @export
 op_segment_sum <- function(data, segment_ids, num_segments = NULL, sorted = FALSE, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(data),
+    to_py(data),
     as_index_in(segment_ids, "op_segment_sum", "segment_ids", zero_indexed),
     as_py_int(num_segments, "op_segment_sum", "num_segments"),
-    as_tensor_arg(sorted)
+    to_py(sorted)
   )
   op_call("segment_sum", args, "op_segment_sum")
 }
@@ -4680,8 +4680,8 @@ op_segment_sum <- function(data, segment_ids, num_segments = NULL, sorted = FALS
 #' @export
 op_select <- function(condlist, choicelist, default = 0L) {
   args <- list(
-    as_tensor_arg(condlist),
-    as_tensor_arg(choicelist),
+    to_py(condlist),
+    to_py(choicelist),
     as_py_int(default, "op_select", "default")
   )
   op_call("select", args, "op_select")
@@ -4700,7 +4700,7 @@ op_select <- function(condlist, choicelist, default = 0L) {
 #' @export
 op_selu <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("selu", args, "op_selu")
 }
@@ -4722,12 +4722,12 @@ op_selu <- function(x) {
 #' @export
 op_separable_conv <- function(inputs, depthwise_kernel, pointwise_kernel, strides = 1L, padding = "valid", data_format = NULL, dilation_rate = 1L) {
   args <- list(
-    as_tensor_arg(inputs),
-    as_tensor_arg(depthwise_kernel),
-    as_tensor_arg(pointwise_kernel),
+    to_py(inputs),
+    to_py(depthwise_kernel),
+    to_py(pointwise_kernel),
     as_py_int(strides, "op_separable_conv", "strides"),
-    as_tensor_arg(padding),
-    as_tensor_arg(data_format),
+    to_py(padding),
+    to_py(data_format),
     as_py_int(dilation_rate, "op_separable_conv", "dilation_rate")
   )
   op_call("separable_conv", args, "op_separable_conv")
@@ -4744,7 +4744,7 @@ op_separable_conv <- function(inputs, depthwise_kernel, pointwise_kernel, stride
 #' @export
 op_shape <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("shape", args, "op_shape")
 }
@@ -4760,7 +4760,7 @@ op_shape <- function(x) {
 #' @export
 op_sigmoid <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sigmoid", args, "op_sigmoid")
 }
@@ -4774,7 +4774,7 @@ op_sigmoid <- function(x) {
 #' @export
 op_sign <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sign", args, "op_sign")
 }
@@ -4790,7 +4790,7 @@ op_sign <- function(x) {
 #' @export
 op_signbit <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("signbit", args, "op_signbit")
 }
@@ -4806,7 +4806,7 @@ op_signbit <- function(x) {
 #' @export
 op_silu <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("silu", args, "op_silu")
 }
@@ -4820,7 +4820,7 @@ op_silu <- function(x) {
 #' @export
 op_sin <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sin", args, "op_sin")
 }
@@ -4836,7 +4836,7 @@ op_sin <- function(x) {
 #' @export
 op_sinc <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sinc", args, "op_sinc")
 }
@@ -4850,7 +4850,7 @@ op_sinc <- function(x) {
 #' @export
 op_sinh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sinh", args, "op_sinh")
 }
@@ -4864,7 +4864,7 @@ op_sinh <- function(x) {
 #' @export
 op_size <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("size", args, "op_size")
 }
@@ -4924,7 +4924,7 @@ op_slice_update <- function(inputs, start_indices, updates, zero_indexed = FALSE
 #' @export
 op_slogdet <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("slogdet", args, "op_slogdet")
 }
@@ -4943,8 +4943,8 @@ op_slogdet <- function(x) {
 #' @export
 op_soft_shrink <- function(x, threshold = 0.5) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(threshold)
+    to_py(x),
+    to_py(threshold)
   )
   op_call("soft_shrink", args, "op_soft_shrink")
 }
@@ -4965,7 +4965,7 @@ op_soft_shrink <- function(x, threshold = 0.5) {
 #' @export
 op_softmax <- function(x, axis = -1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_softmax", "axis")
   )
   op_call("softmax", args, "op_softmax", axes = list(axis = axis), ref = x)
@@ -4982,7 +4982,7 @@ op_softmax <- function(x, axis = -1L) {
 #' @export
 op_softplus <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("softplus", args, "op_softplus")
 }
@@ -4998,7 +4998,7 @@ op_softplus <- function(x) {
 #' @export
 op_softsign <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("softsign", args, "op_softsign")
 }
@@ -5013,8 +5013,8 @@ op_softsign <- function(x) {
 #' @export
 op_solve <- function(a, b) {
   args <- list(
-    as_tensor_arg(a),
-    as_tensor_arg(b)
+    to_py(a),
+    to_py(b)
   )
   op_call("solve", args, "op_solve")
 }
@@ -5030,9 +5030,9 @@ op_solve <- function(a, b) {
 #' @export
 op_solve_triangular <- function(a, b, lower = FALSE) {
   args <- list(
-    as_tensor_arg(a),
-    as_tensor_arg(b),
-    as_tensor_arg(lower)
+    to_py(a),
+    to_py(b),
+    to_py(lower)
   )
   op_call("solve_triangular", args, "op_solve_triangular")
 }
@@ -5047,7 +5047,7 @@ op_solve_triangular <- function(a, b, lower = FALSE) {
 #' @export
 op_sort <- function(x, axis = -1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_sort", "axis")
   )
   op_call("sort", args, "op_sort", axes = list(axis = axis), ref = x)
@@ -5070,9 +5070,9 @@ op_sort <- function(x, axis = -1L) {
 #' @export
 op_space_to_depth <- function(x, block_size, data_format = "channels_last") {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(block_size, "op_space_to_depth", "block_size"),
-    as_tensor_arg(data_format)
+    to_py(data_format)
   )
   op_call("space_to_depth", args, "op_space_to_depth")
 }
@@ -5091,9 +5091,9 @@ op_space_to_depth <- function(x, block_size, data_format = "channels_last") {
 #' @export
 op_sparse_categorical_crossentropy <- function(target, output, from_logits = FALSE, axis = -1L) {
   args <- list(
-    as_tensor_arg(target),
-    as_tensor_arg(output),
-    as_tensor_arg(from_logits),
+    to_py(target),
+    to_py(output),
+    to_py(from_logits),
     as_axis(axis, "op_sparse_categorical_crossentropy", "axis")
   )
   op_call("sparse_categorical_crossentropy", args, "op_sparse_categorical_crossentropy", axes = list(axis = axis), ref = target)
@@ -5112,7 +5112,7 @@ op_sparse_categorical_crossentropy <- function(target, output, from_logits = FAL
 #' @export
 op_sparse_plus <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sparse_plus", args, "op_sparse_plus")
 }
@@ -5130,7 +5130,7 @@ op_sparse_plus <- function(x) {
 #' @export
 op_sparse_sigmoid <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sparse_sigmoid", args, "op_sparse_sigmoid")
 }
@@ -5149,7 +5149,7 @@ op_sparse_sigmoid <- function(x) {
 #' @export
 op_sparsemax <- function(x, axis = -1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_sparsemax", "axis")
   )
   op_call("sparsemax", args, "op_sparsemax", axes = list(axis = axis), ref = x)
@@ -5167,7 +5167,7 @@ op_sparsemax <- function(x, axis = -1L) {
 #' @export
 op_split <- function(x, indices_or_sections, axis = 1L, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_split_arg(indices_or_sections, "op_split", "indices_or_sections", zero_indexed),
     as_axis(axis, "op_split", "axis")
   )
@@ -5183,7 +5183,7 @@ op_split <- function(x, indices_or_sections, axis = 1L, zero_indexed = FALSE) {
 #' @export
 op_sqrt <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("sqrt", args, "op_sqrt")
 }
@@ -5197,7 +5197,7 @@ op_sqrt <- function(x) {
 #' @export
 op_square <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("square", args, "op_square")
 }
@@ -5216,8 +5216,8 @@ op_square <- function(x) {
 #' @export
 op_squareplus <- function(x, b = 4L) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(b)
+    to_py(x),
+    to_py(b)
   )
   op_call("squareplus", args, "op_squareplus")
 }
@@ -5232,7 +5232,7 @@ op_squareplus <- function(x, b = 4L) {
 #' @export
 op_squeeze <- function(x, axis = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_squeeze", "axis")
   )
   op_call("squeeze", args, "op_squeeze", axes = list(axis = axis), ref = x)
@@ -5250,7 +5250,7 @@ op_squeeze <- function(x, axis = NULL) {
 #' @export
 op_stack <- function(x, axis = 1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_stack", "axis")
   )
   op_call("stack", args, "op_stack", axes = list(axis = axis), ref = x, axis_extra = 1L)
@@ -5267,9 +5267,9 @@ op_stack <- function(x, axis = 1L) {
 #' @export
 op_std <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_std", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("std", args, "op_std", axes = list(axis = axis), ref = x)
 }
@@ -5290,12 +5290,12 @@ op_std <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_stft <- function(x, sequence_length, sequence_stride, fft_length, window = "hann", center = TRUE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(sequence_length, "op_stft", "sequence_length"),
     as_py_int(sequence_stride, "op_stft", "sequence_stride"),
     as_py_int(fft_length, "op_stft", "fft_length"),
-    as_tensor_arg(window),
-    as_tensor_arg(center)
+    to_py(window),
+    to_py(center)
   )
   op_call("stft", args, "op_stft")
 }
@@ -5309,7 +5309,7 @@ op_stft <- function(x, sequence_length, sequence_stride, fft_length, window = "h
 #' @export
 op_stop_gradient <- function(variable) {
   args <- list(
-    as_tensor_arg(variable)
+    to_py(variable)
   )
   op_call("stop_gradient", args, "op_stop_gradient")
 }
@@ -5324,8 +5324,8 @@ op_stop_gradient <- function(variable) {
 #' @export
 op_subtract <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("subtract", args, "op_subtract")
 }
@@ -5341,9 +5341,9 @@ op_subtract <- function(x1, x2) {
 #' @export
 op_sum <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_sum", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("sum", args, "op_sum", axes = list(axis = axis), ref = x)
 }
@@ -5359,9 +5359,9 @@ op_sum <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_svd <- function(x, full_matrices = TRUE, compute_uv = TRUE) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(full_matrices),
-    as_tensor_arg(compute_uv)
+    to_py(x),
+    to_py(full_matrices),
+    to_py(compute_uv)
   )
   op_call("svd", args, "op_svd")
 }
@@ -5377,7 +5377,7 @@ op_svd <- function(x, full_matrices = TRUE, compute_uv = TRUE) {
 #' @export
 op_swapaxes <- function(x, axis1, axis2) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis1, "op_swapaxes", "axis1"),
     as_axis(axis2, "op_swapaxes", "axis2")
   )
@@ -5395,7 +5395,7 @@ op_swapaxes <- function(x, axis1, axis2) {
 #' @export
 op_swish <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("swish", args, "op_swish")
 }
@@ -5418,7 +5418,7 @@ op_swish <- function(x) {
 #' @export
 op_switch <- function(index, branches, ..., zero_indexed = FALSE) {
   args <- list()
-  op_call("switch", args, "op_switch", positional = list(as_index_in(index, "op_switch", "index", zero_indexed, allow_zero = TRUE), as_tensor_arg(branches)), dots = list(...))
+  op_call("switch", args, "op_switch", positional = list(as_index_in(index, "op_switch", "index", zero_indexed, allow_zero = TRUE), to_py(branches)), dots = list(...))
 }
 
 #' Take elements from a tensor along an axis
@@ -5433,7 +5433,7 @@ op_switch <- function(index, branches, ..., zero_indexed = FALSE) {
 #' @export
 op_take <- function(x, indices, axis = NULL, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_index_in(indices, "op_take", "indices", zero_indexed),
     as_axis(axis, "op_take", "axis")
   )
@@ -5452,7 +5452,7 @@ op_take <- function(x, indices, axis = NULL, zero_indexed = FALSE) {
 #' @export
 op_take_along_axis <- function(x, indices, axis = NULL, zero_indexed = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_index_in(indices, "op_take_along_axis", "indices", zero_indexed),
     as_axis(axis, "op_take_along_axis", "axis")
   )
@@ -5468,7 +5468,7 @@ op_take_along_axis <- function(x, indices, axis = NULL, zero_indexed = FALSE) {
 #' @export
 op_tan <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("tan", args, "op_tan")
 }
@@ -5482,7 +5482,7 @@ op_tan <- function(x) {
 #' @export
 op_tanh <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("tanh", args, "op_tanh")
 }
@@ -5500,7 +5500,7 @@ op_tanh <- function(x) {
 #' @export
 op_tanh_shrink <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("tanh_shrink", args, "op_tanh_shrink")
 }
@@ -5516,8 +5516,8 @@ op_tanh_shrink <- function(x) {
 #' @export
 op_tensordot <- function(x1, x2, axes = 2L) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2),
+    to_py(x1),
+    to_py(x2),
     as_py_int(axes, "op_tensordot", "axes")
   )
   op_call("tensordot", args, "op_tensordot")
@@ -5536,9 +5536,9 @@ op_tensordot <- function(x1, x2, axes = 2L) {
 #' @export
 op_threshold <- function(x, threshold, default_value) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(threshold),
-    as_tensor_arg(default_value)
+    to_py(x),
+    to_py(threshold),
+    to_py(default_value)
   )
   op_call("threshold", args, "op_threshold")
 }
@@ -5559,7 +5559,7 @@ op_threshold <- function(x, threshold, default_value) {
 #' @export
 op_tile <- function(x, repeats) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(repeats, "op_tile", "repeats")
   )
   op_call("tile", args, "op_tile")
@@ -5579,7 +5579,7 @@ op_top_k <- function(x, k, sorted = TRUE, zero_indexed = FALSE) {
   args <- list(
     as_array_arg(x),
     as_py_int(k, "op_top_k", "k"),
-    as_tensor_arg(sorted)
+    to_py(sorted)
   )
   res <- op_call("top_k", args, "op_top_k")
   names(res) <- c("values", "indices")
@@ -5605,7 +5605,7 @@ op_top_k <- function(x, k, sorted = TRUE, zero_indexed = FALSE) {
 #' @export
 op_trace <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(offset, "op_trace", "offset"),
     as_axis(axis1, "op_trace", "axis1"),
     as_axis(axis2, "op_trace", "axis2")
@@ -5623,7 +5623,7 @@ op_trace <- function(x, offset = 0L, axis1 = 1L, axis2 = 2L) {
 #' @export
 op_transpose <- function(x, axes = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axes, "op_transpose", "axes")
   )
   op_call("transpose", args, "op_transpose", axes = list(axes = axes), ref = x)
@@ -5641,9 +5641,9 @@ op_transpose <- function(x, axes = NULL) {
 #' @export
 op_trapezoid <- function(y, x = NULL, dx = 1.0, axis = -1L) {
   args <- list(
-    as_tensor_arg(y),
-    as_tensor_arg(x),
-    as_tensor_arg(dx),
+    to_py(y),
+    to_py(x),
+    to_py(dx),
     as_axis(axis, "op_trapezoid", "axis")
   )
   op_call("trapezoid", args, "op_trapezoid", axes = list(axis = axis), ref = y)
@@ -5681,7 +5681,7 @@ op_tri <- function(N, M = NULL, k = 0L, dtype = NULL) {
 #' @export
 op_tril <- function(x, k = 0L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(k, "op_tril", "k")
   )
   op_call("tril", args, "op_tril")
@@ -5699,7 +5699,7 @@ op_tril <- function(x, k = 0L) {
 #' @export
 op_triu <- function(x, k = 0L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(k, "op_triu", "k")
   )
   op_call("triu", args, "op_triu")
@@ -5715,8 +5715,8 @@ op_triu <- function(x, k = 0L) {
 #' @export
 op_true_divide <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("true_divide", args, "op_true_divide")
 }
@@ -5732,7 +5732,7 @@ op_true_divide <- function(x1, x2) {
 #' @export
 op_trunc <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("trunc", args, "op_trunc")
 }
@@ -5752,10 +5752,10 @@ op_trunc <- function(x) {
 #' @export
 op_unfold <- function(x, kernel_size, dilation = 1L, padding = 0L, stride = 1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(kernel_size, "op_unfold", "kernel_size"),
     as_py_int(dilation, "op_unfold", "dilation"),
-    as_tensor_arg(padding),
+    to_py(padding),
     as_py_int(stride, "op_unfold", "stride")
   )
   op_call("unfold", args, "op_unfold")
@@ -5779,14 +5779,14 @@ op_unfold <- function(x, kernel_size, dilation = 1L, padding = 0L, stride = 1L) 
 #' @export
 op_unique <- function(x, sorted = TRUE, return_index = FALSE, return_inverse = FALSE, return_counts = FALSE, axis = NULL, size = NULL, fill_value = NULL) {
   args <- list(
-    as_tensor_arg(x),
-    as_tensor_arg(sorted),
-    as_tensor_arg(return_index),
-    as_tensor_arg(return_inverse),
-    as_tensor_arg(return_counts),
+    to_py(x),
+    to_py(sorted),
+    to_py(return_index),
+    to_py(return_inverse),
+    to_py(return_counts),
     as_axis(axis, "op_unique", "axis"),
     as_py_int(size, "op_unique", "size"),
-    as_tensor_arg(fill_value)
+    to_py(fill_value)
   )
   op_call("unique", args, "op_unique", axes = list(axis = axis), ref = x)
 }
@@ -5819,7 +5819,7 @@ op_unravel_index <- function(indices, shape, zero_indexed = FALSE) {
 #' @export
 op_unstack <- function(x, num = NULL, axis = 1L) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(num, "op_unstack", "num"),
     as_axis(axis, "op_unstack", "axis")
   )
@@ -5837,9 +5837,9 @@ op_unstack <- function(x, num = NULL, axis = 1L) {
 #' @export
 op_vander <- function(x, N = NULL, increasing = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(N, "op_vander", "N"),
-    as_tensor_arg(increasing)
+    to_py(increasing)
   )
   op_call("vander", args, "op_vander")
 }
@@ -5855,9 +5855,9 @@ op_vander <- function(x, N = NULL, increasing = FALSE) {
 #' @export
 op_var <- function(x, axis = NULL, keepdims = FALSE) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_axis(axis, "op_var", "axis"),
-    as_tensor_arg(keepdims)
+    to_py(keepdims)
   )
   op_call("var", args, "op_var", axes = list(axis = axis), ref = x)
 }
@@ -5876,8 +5876,8 @@ op_var <- function(x, axis = NULL, keepdims = FALSE) {
 #' @export
 op_vdot <- function(x1, x2) {
   args <- list(
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(x1),
+    to_py(x2)
   )
   op_call("vdot", args, "op_vdot")
 }
@@ -5893,9 +5893,9 @@ op_vdot <- function(x1, x2) {
 #' @export
 op_vectorize <- function(pyfunc, excluded = NULL, signature = NULL) {
   args <- list(
-    as_tensor_arg(pyfunc),
-    excluded = as_tensor_arg(excluded),
-    signature = as_tensor_arg(signature)
+    to_py(pyfunc),
+    excluded = to_py(excluded),
+    signature = to_py(signature)
   )
   op_call("vectorize", args, "op_vectorize")
 }
@@ -5916,8 +5916,8 @@ op_vectorize <- function(pyfunc, excluded = NULL, signature = NULL) {
 #' @export
 op_vectorized_map <- function(elements, f) {
   args <- list(
-    as_tensor_arg(f),
-    as_tensor_arg(elements)
+    to_py(f),
+    to_py(elements)
   )
   op_call("vectorized_map", args, "op_vectorized_map")
 }
@@ -5932,7 +5932,7 @@ op_vectorized_map <- function(elements, f) {
 #' @export
 op_view <- function(x, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     dtype
   )
   op_call("view", args, "op_view")
@@ -5947,7 +5947,7 @@ op_view <- function(x, dtype = NULL) {
 #' @export
 op_view_as_complex <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("view_as_complex", args, "op_view_as_complex")
 }
@@ -5961,7 +5961,7 @@ op_view_as_complex <- function(x) {
 #' @export
 op_view_as_real <- function(x) {
   args <- list(
-    as_tensor_arg(x)
+    to_py(x)
   )
   op_call("view_as_real", args, "op_view_as_real")
 }
@@ -5976,7 +5976,7 @@ op_view_as_real <- function(x) {
 #' @export
 op_vsplit <- function(x, indices_or_sections) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     as_py_int(indices_or_sections, "op_vsplit", "indices_or_sections")
   )
   op_call("vsplit", args, "op_vsplit")
@@ -5991,7 +5991,7 @@ op_vsplit <- function(x, indices_or_sections) {
 #' @export
 op_vstack <- function(xs) {
   args <- list(
-    as_tensor_arg(xs)
+    to_py(xs)
   )
   op_call("vstack", args, "op_vstack")
 }
@@ -6007,9 +6007,9 @@ op_vstack <- function(xs) {
 #' @export
 op_where <- function(condition, x1 = NULL, x2 = NULL) {
   args <- list(
-    as_tensor_arg(condition),
-    as_tensor_arg(x1),
-    as_tensor_arg(x2)
+    to_py(condition),
+    to_py(x1),
+    to_py(x2)
   )
   op_call("where", args, "op_where")
 }
@@ -6026,9 +6026,9 @@ op_where <- function(condition, x1 = NULL, x2 = NULL) {
 #' @export
 op_while_loop <- function(cond, body, loop_vars, maximum_iterations = NULL) {
   args <- list(
-    as_tensor_arg(cond),
-    as_tensor_arg(body),
-    as_tensor_arg(loop_vars),
+    to_py(cond),
+    to_py(body),
+    to_py(loop_vars),
     as_py_int(maximum_iterations, "op_while_loop", "maximum_iterations")
   )
   op_call("while_loop", args, "op_while_loop")
@@ -6060,7 +6060,7 @@ op_zeros <- function(shape, dtype = NULL) {
 #' @export
 op_zeros_like <- function(x, dtype = NULL) {
   args <- list(
-    as_tensor_arg(x),
+    to_py(x),
     dtype
   )
   op_call("zeros_like", args, "op_zeros_like")
@@ -6080,12 +6080,12 @@ op_zeros_like <- function(x, dtype = NULL) {
 #' @export
 op_image_affine_transform <- function(images, transform, interpolation = "bilinear", fill_mode = "constant", fill_value = 0L, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(transform),
-    as_tensor_arg(interpolation),
-    as_tensor_arg(fill_mode),
-    as_tensor_arg(fill_value),
-    as_tensor_arg(data_format)
+    to_py(images),
+    to_py(transform),
+    to_py(interpolation),
+    to_py(fill_mode),
+    to_py(fill_value),
+    to_py(data_format)
   )
   op_call("affine_transform", args, "op_image_affine_transform", module = "image")
 }
@@ -6106,14 +6106,14 @@ op_image_affine_transform <- function(images, transform, interpolation = "biline
 #' @export
 op_image_crop <- function(images, top_cropping = NULL, left_cropping = NULL, bottom_cropping = NULL, right_cropping = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
+    to_py(images),
     as_py_int(top_cropping, "op_image_crop", "top_cropping"),
     as_py_int(left_cropping, "op_image_crop", "left_cropping"),
     as_py_int(bottom_cropping, "op_image_crop", "bottom_cropping"),
     as_py_int(right_cropping, "op_image_crop", "right_cropping"),
     as_py_int(target_height, "op_image_crop", "target_height"),
     as_py_int(target_width, "op_image_crop", "target_width"),
-    as_tensor_arg(data_format)
+    to_py(data_format)
   )
   op_call("crop_images", args, "op_image_crop", module = "image")
 }
@@ -6134,14 +6134,14 @@ op_image_crop <- function(images, top_cropping = NULL, left_cropping = NULL, bot
 #' @export
 op_image_elastic_transform <- function(images, alpha = 20.0, sigma = 5.0, interpolation = "bilinear", fill_mode = "reflect", fill_value = 0.0, seed = NULL, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(alpha),
-    as_tensor_arg(sigma),
-    as_tensor_arg(interpolation),
-    as_tensor_arg(fill_mode),
-    as_tensor_arg(fill_value),
-    as_tensor_arg(seed),
-    as_tensor_arg(data_format)
+    to_py(images),
+    to_py(alpha),
+    to_py(sigma),
+    to_py(interpolation),
+    to_py(fill_mode),
+    to_py(fill_value),
+    to_py(seed),
+    to_py(data_format)
   )
   op_call("elastic_transform", args, "op_image_elastic_transform", module = "image")
 }
@@ -6162,12 +6162,12 @@ op_image_elastic_transform <- function(images, alpha = 20.0, sigma = 5.0, interp
 #' @export
 op_image_extract_patches <- function(images, size, strides = NULL, dilation_rate = 1L, padding = "valid", data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
+    to_py(images),
     as_py_int(size, "op_image_extract_patches", "size"),
     as_py_int(strides, "op_image_extract_patches", "strides"),
     as_py_int(dilation_rate, "op_image_extract_patches", "dilation_rate"),
-    as_tensor_arg(padding),
-    as_tensor_arg(data_format)
+    to_py(padding),
+    to_py(data_format)
   )
   op_call("extract_patches", args, "op_image_extract_patches", module = "image")
 }
@@ -6186,12 +6186,12 @@ op_image_extract_patches <- function(images, size, strides = NULL, dilation_rate
 #' @export
 op_image_extract_patches_3d <- function(volumes, size, strides = NULL, dilation_rate = 1L, padding = "valid", data_format = NULL) {
   args <- list(
-    as_tensor_arg(volumes),
+    to_py(volumes),
     as_py_int(size, "op_image_extract_patches_3d", "size"),
     as_py_int(strides, "op_image_extract_patches_3d", "strides"),
     as_py_int(dilation_rate, "op_image_extract_patches_3d", "dilation_rate"),
-    as_tensor_arg(padding),
-    as_tensor_arg(data_format)
+    to_py(padding),
+    to_py(data_format)
   )
   op_call("extract_patches_3d", args, "op_image_extract_patches_3d", module = "image")
 }
@@ -6208,10 +6208,10 @@ op_image_extract_patches_3d <- function(volumes, size, strides = NULL, dilation_
 #' @export
 op_image_gaussian_blur <- function(images, kernel_size = c(3L, 3L), sigma = NULL, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
+    to_py(images),
     as_py_int(kernel_size, "op_image_gaussian_blur", "kernel_size"),
-    sigma = as_tensor_arg(sigma),
-    data_format = as_tensor_arg(data_format)
+    sigma = to_py(sigma),
+    data_format = to_py(data_format)
   )
   args <- args[!(names(args) %in% c("sigma") & vapply(args, is.null, TRUE))]
   op_call("gaussian_blur", args, "op_image_gaussian_blur", module = "image")
@@ -6229,8 +6229,8 @@ op_image_gaussian_blur <- function(images, kernel_size = c(3L, 3L), sigma = NULL
 #' @export
 op_image_hsv_to_rgb <- function(images, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(data_format)
+    to_py(images),
+    to_py(data_format)
   )
   op_call("hsv_to_rgb", args, "op_image_hsv_to_rgb", module = "image")
 }
@@ -6250,11 +6250,11 @@ op_image_hsv_to_rgb <- function(images, data_format = NULL) {
 #' @export
 op_image_map_coordinates <- function(inputs, coordinates, order, fill_mode = "constant", fill_value = 0L) {
   args <- list(
-    as_tensor_arg(inputs),
-    as_tensor_arg(coordinates),
-    as_tensor_arg(order),
-    as_tensor_arg(fill_mode),
-    as_tensor_arg(fill_value)
+    to_py(inputs),
+    to_py(coordinates),
+    to_py(order),
+    to_py(fill_mode),
+    to_py(fill_value)
   )
   op_call("map_coordinates", args, "op_image_map_coordinates", module = "image")
 }
@@ -6275,14 +6275,14 @@ op_image_map_coordinates <- function(inputs, coordinates, order, fill_mode = "co
 #' @export
 op_image_pad <- function(images, top_padding = NULL, left_padding = NULL, bottom_padding = NULL, right_padding = NULL, target_height = NULL, target_width = NULL, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
+    to_py(images),
     as_py_int(top_padding, "op_image_pad", "top_padding"),
     as_py_int(left_padding, "op_image_pad", "left_padding"),
     as_py_int(bottom_padding, "op_image_pad", "bottom_padding"),
     as_py_int(right_padding, "op_image_pad", "right_padding"),
     as_py_int(target_height, "op_image_pad", "target_height"),
     as_py_int(target_width, "op_image_pad", "target_width"),
-    as_tensor_arg(data_format)
+    to_py(data_format)
   )
   op_call("pad_images", args, "op_image_pad", module = "image")
 }
@@ -6301,12 +6301,12 @@ op_image_pad <- function(images, top_padding = NULL, left_padding = NULL, bottom
 #' @export
 op_image_perspective_transform <- function(images, start_points, end_points, interpolation = "bilinear", fill_value = 0L, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(start_points),
-    as_tensor_arg(end_points),
-    as_tensor_arg(interpolation),
-    as_tensor_arg(fill_value),
-    as_tensor_arg(data_format)
+    to_py(images),
+    to_py(start_points),
+    to_py(end_points),
+    to_py(interpolation),
+    to_py(fill_value),
+    to_py(data_format)
   )
   op_call("perspective_transform", args, "op_image_perspective_transform", module = "image")
 }
@@ -6328,15 +6328,15 @@ op_image_perspective_transform <- function(images, start_points, end_points, int
 #' @export
 op_image_resize <- function(images, size, interpolation = "bilinear", antialias = FALSE, crop_to_aspect_ratio = FALSE, pad_to_aspect_ratio = FALSE, fill_mode = "constant", fill_value = 0.0, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
+    to_py(images),
     as_py_int(size, "op_image_resize", "size"),
-    as_tensor_arg(interpolation),
-    as_tensor_arg(antialias),
-    as_tensor_arg(crop_to_aspect_ratio),
-    as_tensor_arg(pad_to_aspect_ratio),
-    as_tensor_arg(fill_mode),
-    as_tensor_arg(fill_value),
-    as_tensor_arg(data_format)
+    to_py(interpolation),
+    to_py(antialias),
+    to_py(crop_to_aspect_ratio),
+    to_py(pad_to_aspect_ratio),
+    to_py(fill_mode),
+    to_py(fill_value),
+    to_py(data_format)
   )
   op_call("resize", args, "op_image_resize", module = "image")
 }
@@ -6353,8 +6353,8 @@ op_image_resize <- function(images, size, interpolation = "bilinear", antialias 
 #' @export
 op_image_rgb_to_grayscale <- function(images, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(data_format)
+    to_py(images),
+    to_py(data_format)
   )
   op_call("rgb_to_grayscale", args, "op_image_rgb_to_grayscale", module = "image")
 }
@@ -6373,8 +6373,8 @@ op_image_rgb_to_grayscale <- function(images, data_format = NULL) {
 #' @export
 op_image_rgb_to_hsv <- function(images, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(data_format)
+    to_py(images),
+    to_py(data_format)
   )
   op_call("rgb_to_hsv", args, "op_image_rgb_to_hsv", module = "image")
 }
@@ -6400,13 +6400,13 @@ op_image_rgb_to_hsv <- function(images, data_format = NULL) {
 #' @export
 op_image_scale_and_translate <- function(images, output_shape, scale, translation, spatial_dims, method, antialias = TRUE) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(output_shape),
-    as_tensor_arg(scale),
-    as_tensor_arg(translation),
-    as_tensor_arg(spatial_dims),
-    as_tensor_arg(method),
-    as_tensor_arg(antialias)
+    to_py(images),
+    to_py(output_shape),
+    to_py(scale),
+    to_py(translation),
+    to_py(spatial_dims),
+    to_py(method),
+    to_py(antialias)
   )
   op_call("scale_and_translate", args, "op_image_scale_and_translate", module = "image")
 }
@@ -6423,8 +6423,8 @@ op_image_scale_and_translate <- function(images, output_shape, scale, translatio
 #' @export
 op_image_sobel_edges <- function(images, data_format = NULL) {
   args <- list(
-    as_tensor_arg(images),
-    as_tensor_arg(data_format)
+    to_py(images),
+    to_py(data_format)
   )
   op_call("sobel_edges", args, "op_image_sobel_edges", module = "image")
 }
@@ -6449,14 +6449,14 @@ op_image_sobel_edges <- function(images, data_format = NULL) {
 #' @export
 op_image_ssim <- function(image1, image2, max_val = 1.0, filter_size = 11L, filter_sigma = 1.5, k1 = 0.01, k2 = 0.03, data_format = NULL) {
   args <- list(
-    as_tensor_arg(image1),
-    as_tensor_arg(image2),
-    as_tensor_arg(max_val),
-    as_tensor_arg(filter_size),
-    as_tensor_arg(filter_sigma),
-    as_tensor_arg(k1),
-    as_tensor_arg(k2),
-    as_tensor_arg(data_format)
+    to_py(image1),
+    to_py(image2),
+    to_py(max_val),
+    to_py(filter_size),
+    to_py(filter_sigma),
+    to_py(k1),
+    to_py(k2),
+    to_py(data_format)
   )
   op_call("ssim", args, "op_image_ssim", module = "image")
 }

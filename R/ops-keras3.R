@@ -1,4 +1,4 @@
-# keras3's ops whose R semantics are not a per-argument rule of tools/generate_ops.py:
+# keras3's ops whose R semantics are not a per-argument rule of tools/op_conventions.py:
 # op_arange (1-based, end included), op_convert_to_tensor and op_array (keras3's conversion of R
 # vectors), op_subset and its assignment form, op_pmax / op_pmin.
 
@@ -33,7 +33,7 @@ op_arange <- function(start, end, step = 1L, dtype = NULL, include_end = TRUE) {
     if (is.double(step)) step <- whole_to_integer(step, "op_arange", "step", environment())
   }
   if (isTRUE(include_end)) end <- end + step
-  op_call("arange", list(as_tensor_arg(start), as_tensor_arg(end), as_tensor_arg(step),
+  op_call("arange", list(to_py(start), to_py(end), to_py(step),
                          dtype = dtype), "op_arange")
 }
 
@@ -62,7 +62,7 @@ op_convert_to_tensor <- function(x, dtype = NULL, sparse = NULL, ragged = NULL) 
   if (is.atomic(x) && !is.character(x) && (length(x) > 1L || !is.null(dim(x)))) {
     x <- r_array_to_numpy(x)
   } else {
-    x <- as_tensor_arg(x)
+    x <- to_py(x)
   }
   args <- list(x, dtype = dtype)
   if (!is.null(sparse)) args$sparse <- sparse
@@ -76,7 +76,7 @@ op_array <- function(x, dtype = NULL) {
   if (is.double(x) && is_int_dtype(dtype)) {
     x <- whole_to_integer(x, "op_array", "x", environment())
   }
-  op_call("array", list(as_tensor_arg(x), dtype = dtype), "op_array")
+  op_call("array", list(to_py(x), dtype = dtype), "op_array")
 }
 
 is_int_dtype <- function(dtype) {
@@ -145,28 +145,28 @@ op_pmin <- function(x1, x2) op_minimum(x1, x2)
 #' @export
 op_subset <- function(x, ...) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset")(x, key), "op_subset")
+  with_py_errors(py_fn("bridge", "subset")(x, key), "op_subset")
 }
 
 #' @rdname op_subset
 #' @export
 `op_subset<-` <- function(x, ..., value) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset_assign")(x, key, subset_value(x, value)), "op_subset<-")
+  with_py_errors(py_fn("bridge", "subset_assign")(x, key, subset_value(x, value)), "op_subset<-")
 }
 
 #' @rdname op_subset
 #' @export
 op_subset_set <- function(x, ..., value) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset_assign")(x, key, subset_value(x, value)), "op_subset_set")
+  with_py_errors(py_fn("bridge", "subset_assign")(x, key, subset_value(x, value)), "op_subset_set")
 }
 
 subset_value <- function(x, value) {
   if (is.double(value) && !is.null(x$dtype) && grepl("int", dtype_name(x), fixed = TRUE)) {
     value <- as.integer(value)
   }
-  as_tensor_arg(value)
+  to_py(value)
 }
 
 dtype_name <- function(x) py_mod("keras")$backend$standardize_dtype(x$dtype)

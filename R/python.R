@@ -79,8 +79,8 @@ py_mod <- function(name) {
       ops = reticulate::import("keras.ops"),
       image = reticulate::import("keras.ops.image"),
       customgrad = reticulate::import("customgrad"),
-      glue = reticulate::import_from_path(
-        "customgrad_r", system.file("python", package = "customgrad", mustWork = TRUE)
+      bridge = reticulate::import_from_path(
+        "customgrad_bridge", system.file("python", package = "customgrad", mustWork = TRUE)
       ),
       builtins = reticulate::import_builtins(),
       reticulate::import(name)

@@ -54,12 +54,12 @@ NULL
 
 tensor_subset <- function(x, ...) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset")(x, key), "[")
+  with_py_errors(py_fn("bridge", "subset")(x, key), "[")
 }
 
 tensor_subset_assign <- function(x, ..., value) {
   key <- subset_key(x, substitute(list(...)), parent.frame(), environment())
-  with_py_errors(py_fn("glue", "subset_assign")(x, key, subset_value(x, value)), "[<-")
+  with_py_errors(py_fn("bridge", "subset_assign")(x, key, subset_value(x, value)), "[<-")
 }
 
 tensor_t <- function(x) op_transpose(x)
@@ -185,14 +185,14 @@ tensor_ops <- function(e1, e2) {
                  cg_abort("Unary {.code {generic}} is not defined for tensors.",
                           "customgrad_type_error", call = NULL))
     if (is.null(fn)) return(e1)
-    return(with_py_errors(py_invoke(py_fn("ops", fn), list(as_tensor_arg(e1))), generic))
+    return(with_py_errors(py_invoke(py_fn("ops", fn), list(to_py(e1))), generic))
   }
   if (inherits(e1, "jax._src.export.shape_poly._DimExpr") ||
       inherits(e2, "jax._src.export.shape_poly._DimExpr")) {
     return(dim_expr_ops_impl(generic, e1, e2))
   }
   fn <- py_fn("ops", ops_names[[generic]])
-  with_py_errors(py_invoke(fn, list(as_tensor_arg(e1), as_tensor_arg(e2))), generic)
+  with_py_errors(py_invoke(fn, list(to_py(e1), to_py(e2))), generic)
 }
 
 # jax's symbolic dimensions (export.symbolic_shape, shape polymorphism): `n - 1`, `2 * n` stay
@@ -217,7 +217,7 @@ dim_expr_ops_impl <- function(generic, e1, e2) {
   e2 <- whole(e2)
   if (is_py_object(e1) && inherits(e1, tensor_classes) || is_py_object(e2) && inherits(e2, tensor_classes)) {
     fn <- py_fn("ops", ops_names[[generic]])
-    return(with_py_errors(py_invoke(fn, list(as_tensor_arg(e1), as_tensor_arg(e2))), generic))
+    return(with_py_errors(py_invoke(fn, list(to_py(e1), to_py(e2))), generic))
   }
   with_py_errors(py_mod("operator")[[py_name]](e1, e2), generic)
 }
@@ -282,12 +282,12 @@ tensor_as_integer <- function(x, ...) as.integer(tensor_to_r_array(x, drop_dim =
 tensor_as_logical <- function(x, ...) as.logical(tensor_to_r_array(x, drop_dim = TRUE))
 
 tensor_dim <- function(x) {
-  shape <- py_mod("glue")$shape(x)
+  shape <- py_mod("bridge")$shape(x)
   vapply(as.list(shape), function(d) if (is.null(d)) NA_integer_ else as.integer(d), 1L)
 }
 
 tensor_print <- function(x, ...) {
-  header <- tryCatch(py_mod("glue")$describe(x), error = function(e) "tensor")
+  header <- tryCatch(py_mod("bridge")$describe(x), error = function(e) "tensor")
   text <- tryCatch(reticulate::py_repr(x), error = function(e) "")
   cat("<", header, ">\n", text, "\n", sep = "")
   invisible(x)

@@ -36,16 +36,16 @@ stopifnot(isTRUE(all.equal(as.numeric(as.array(r_grad(x))),
 
 # The floor of this step through reticulate: the same R step with no customgrad R code -- the
 # same keras ops called with reticulate::py_call() on functions looked up once, the same Python
-# glue for an R forward and grad function, the same customgrad.grad. It makes the same
+# bridge for an R forward and grad function, the same customgrad.grad. It makes the same
 # R -> Python calls (op_exp, op_log1p, op_sum, the four operations of dy * (1 - 1 / (1 + e)), the
 # gradient call and the custom-gradient call) and the same three Python -> R callbacks (the loss,
 # the forward, the grad function). What customgrad's R layer adds is the R time above it.
 ops <- reticulate::import("keras.ops")
-glue <- reticulate::import_from_path("customgrad_r", system.file("python", package = "customgrad"))
+bridge <- reticulate::import_from_path("customgrad_bridge", system.file("python", package = "customgrad"))
 pycall <- reticulate::py_call
 k_exp <- ops$exp; k_log1p <- ops$log1p; k_sum <- ops$sum
 k_add <- ops$add; k_sub <- ops$subtract; k_mul <- ops$multiply; k_div <- ops$divide
-raw_log1pexp <- glue$custom_gradient(function(x) {
+raw_log1pexp <- bridge$custom_gradient(function(x) {
   e <- pycall(k_exp, x)
   list(pycall(k_log1p, e), function(upstreams, upstream, variables) {
     pycall(k_mul, upstreams[[1]], pycall(k_sub, 1, pycall(k_div, 1, pycall(k_add, 1, e))))

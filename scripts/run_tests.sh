@@ -18,7 +18,8 @@ done
 
 if [ -d tests/integration ]; then
   echo "=== pytest tests/integration (R package, vignettes) ==="
-  $PY -m pytest -q -p no:cacheprovider tests/integration --junitxml="$out/integration.xml" || status=1
+  # the R suites' own JUnit files (testthat's JunitReporter) land in $out too, for the total
+  CUSTOMGRAD_JUNIT_DIR="$out" $PY -m pytest -q -p no:cacheprovider tests/integration --junitxml="$out/integration.xml" || status=1
 fi
 
 $PY scripts/summarize_junit.py "$out"/*.xml || status=1

@@ -22,7 +22,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 # --- R: Debian's R and the r-cran-* packages the R package needs (CRAN is not reachable) ---
-r_pkgs="r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang r-cran-roxygen2 r-cran-jsonlite pandoc"
+r_pkgs="r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang r-cran-roxygen2 r-cran-jsonlite r-cran-xml2 pandoc"
 missing=""
 for p in $r_pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

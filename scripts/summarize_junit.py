@@ -1,4 +1,5 @@
-"""Adds up the JUnit XML files of several pytest runs into one closing line."""
+"""Adds up JUnit XML files into one closing line: the pytest runs' (one testcase per test) and the
+R suites' (testthat's JunitReporter, one testcase per expectation)."""
 import sys
 import xml.etree.ElementTree as ET
 

@@ -1,126 +1,49 @@
-"""Generates R/ops-generated.R: one R function op_<name> per function of the pinned keras.ops
-(and op_image_<name> for keras.ops.image), with keras3's R conventions.
+"""Generates the R wrappers of Python ops, from one table (tools/op_conventions.py) and the
+Python signatures and docstrings:
 
-    .venv/bin/python tools/generate_ops.py            # writes R/ops-generated.R
-    .venv/bin/python tools/generate_ops.py OUT.R      # writes OUT.R (the test compares)
+  * R/ops-generated.R: one R function op_<name> per function of the pinned keras.ops (and
+    op_image_<name> for keras.ops.image), with keras3's R conventions;
+  * R/ops-generated-customgrad.R: the R functions over customgrad.ops (documented together, by
+    hand, in R/ops-customgrad.R).
 
-Conventions applied to the arguments (see R/convert.R):
-  * axis-like arguments are 1-based in R (0 is an error; negative counts from the end);
-  * shape arguments become tuples of ints; count-like arguments become ints;
-  * the per-op rules of keras3 are in OP_RULES below (1-based indices in and out with
-    `zero_indexed`, integer coercions, data-first argument order, keras3's R names);
-  * everything else goes through as_tensor_arg(): R scalars become Python scalars, R vectors
-    tensors (doubles of the default float dtype), R arrays numpy arrays (doubles float64, as
-    reticulate gives them to keras3), R functions Python callables.
-The output depends only on the keras version (sorted names, no timestamps), not on the backend.
+    .venv/bin/python tools/generate_ops.py            # writes both files under R/
+    .venv/bin/python tools/generate_ops.py --out DIR  # writes DIR/R/... (the test compares)
+
+Every argument goes through the transformer the table names for it (by argument name, or by op);
+an argument the table does not name is an error. The output depends only on the keras version and
+customgrad.ops (sorted names, no timestamps), not on the backend.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 import os
 import re
+import runpy
 import sys
 import types
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))  # this checkout's customgrad.ops
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 
-# Written by hand in R/ (custom gradients, conversion to R arrays).
-SKIP = {"custom_gradient", "convert_to_numpy"}  # (and HAND_WRITTEN below)
+TABLE = runpy.run_path(os.path.join(ROOT, "tools", "op_conventions.py"))
+TRANSFORMERS = TABLE["TRANSFORMERS"]
+ARGS, OPS, SKIP = TABLE["ARGS"], TABLE["OPS"], TABLE["SKIP"]
 
-AXIS_ARGS = {"axis", "axis1", "axis2", "axisa", "axisb", "axisc", "source", "destination"}
-AXES_ARE_AXES = {"transpose", "moments", "rot90"}  # elsewhere (tensordot) `axes` is a count
-SHAPE_ARGS = {"shape", "newshape"}
-INDEX_ARGS = {"indices", "segment_ids"}  # integer tensors: whole R doubles become int32 (0-based)
-INT_ARGS = {
-    "k", "num", "offset", "indices_or_sections", "repeats", "num_classes", "num_segments",
-    "length", "sequence_length", "sequence_stride", "fft_length", "minlength", "n", "kth",
-    "decimals", "N", "M", "size", "block_size", "pool_size", "strides", "kernel_size",
-    "dilation_rate", "dilation", "output_size", "pad_width", "beam_width", "top_paths",
-    "output_length", "bins", "maximum_iterations", "stride", "unroll", "mask_index",
-    "output_padding", "axes", "top_cropping", "left_cropping", "bottom_cropping",
-    "right_cropping", "top_padding", "left_padding", "bottom_padding", "right_padding",
-    "target_height", "target_width",
-}
-# keras3's per-op conventions, read from its R sources (R/ops*.R). Keys are keras.ops names
-# ("image.<name>" for keras.ops.image); each maps a Python argument to a rule, plus:
-#   "@return": "index_out" (the result is an index: +1), "index_out_second" (top_k: the second of
-#             (values, indices)), "nonzero" (1-based coordinates, one row per nonzero element);
-#   "@order": the R formals in this order (keras3 takes the data first in map, vectorized_map);
-#   "@name":  the R name (keras3's op_image_crop for keras.ops.image.crop_images).
-# Argument rules:
-#   "index_in"     1-based R indices -> 0-based (negative ones count from the end); 0 is an error
-#   "switch_index" the same, but 0 is allowed (op_switch clamps it to the first branch)
-#   "split"        a number is a count of sections, a vector 1-based split points
-#   "array"        R vectors become arrays (doubles float64), as keras3's as_array()
-#   "integer"      whole R doubles become integers (keeping dim), as keras3's as_integer()
-#   "int_array"    whole R doubles become an int32 array, values as they are
-#   "int"          whole numbers -> Python ints (window lengths, counts)
-#   "axis_tuple"   1-based axes sent as a tuple (hashable: jax's rot90 needs it)
-#   "tuple"        an R list sent as a Python tuple (torch's jvp takes only tuples)
-# An op with an index rule or an index result gets `zero_indexed = FALSE`, as in keras3:
-# TRUE takes and gives 0-based indices.
-OP_RULES = {
-    "jvp": {"primals": "tuple", "tangents": "tuple"},
-    "argmax": {"x": "array", "@return": "index_out"},
-    "argmin": {"@return": "index_out"},
-    "argsort": {"@return": "index_out"},
-    "argpartition": {"x": "array", "kth": "index_in", "@return": "index_out"},
-    "top_k": {"x": "array", "k": "int", "@return": "index_out_second"},
-    "searchsorted": {"@return": "index_out"},
-    "digitize": {"bins": "array", "@return": "index_out"},
-    "nonzero": {"@return": "nonzero"},
-    "one_hot": {"x": "index_in"},
-    "multi_hot": {"inputs": "integer"},
-    "take": {"indices": "index_in"},
-    "take_along_axis": {"indices": "index_in"},
-    "scatter": {"indices": "index_in", "values": "array"},
-    "scatter_update": {"indices": "index_in", "updates": "array"},
-    "slice": {"inputs": "array", "start_indices": "index_in"},
-    "slice_update": {"inputs": "array", "start_indices": "index_in", "updates": "array"},
-    "segment_sum": {"segment_ids": "index_in"},
-    "segment_max": {"segment_ids": "index_in"},
-    "unravel_index": {"indices": "index_in"},  # keras3 gives the coordinates 0-based
-    "split": {"indices_or_sections": "split"},
-    "switch": {"index": "switch_index"},
-    "ctc_loss": {"target": "int_array", "mask_index": "index_in"},
-    "ctc_decode": {"sequence_lengths": "int_array", "mask_index": "index_in"},
-    "bincount": {"x": "integer"},
-    "bartlett": {"x": "int"}, "blackman": {"x": "int"}, "hamming": {"x": "int"},
-    "hanning": {"x": "int"}, "kaiser": {"x": "int"},
-    "bitwise_and": {"x": "integer", "y": "integer"},
-    "bitwise_or": {"x": "integer", "y": "integer"},
-    "bitwise_xor": {"x": "integer", "y": "integer"},
-    "bitwise_invert": {"x": "integer"}, "bitwise_not": {"x": "integer"},
-    "bitwise_left_shift": {"x": "integer", "y": "integer"},
-    "bitwise_right_shift": {"x": "integer", "y": "integer"},
-    "left_shift": {"x": "integer", "y": "integer"},
-    "right_shift": {"x": "integer", "y": "integer"},
-    "select": {"default": "int"},
-    "rot90": {"axes": "axis_tuple"},
-    "batch_normalization": {"mean": "array", "variance": "array", "offset": "array"},
-    "layer_normalization": {"gamma": "array", "beta": "array"},
-    "correlate": {"x1": "array", "x2": "array"},
-    "normalize": {"order": "int"},
-    "map": {"@order": ["xs", "f"]},
-    "vectorized_map": {"@order": ["elements", "function"]},
-    "image.crop_images": {"@name": "op_image_crop"},
-    "image.pad_images": {"@name": "op_image_pad"},
-}
-INDEX_RULES = {"index_in", "switch_index", "split"}
-# Written by hand in R/ops-keras3.R (keras3 semantics that are not a per-argument rule).
-HAND_WRITTEN = {"arange", "convert_to_tensor", "array"}
-# Ops whose `axis` indexes the result, one dimension more than the input.
-NEW_AXIS_OPS = {"expand_dims", "stack"}
-# Ops whose `axis` is an axis of something other than their first argument.
-OTHER_AXIS_OPS = {"linspace", "logspace", "one_hot", "multi_hot"}
-
+# R's reserved words: an argument of that name gets a trailing "_" (unless R_ARG_NAMES says).
 R_RESERVED = {"function", "if", "else", "repeat", "while", "for", "in", "next", "break", "TRUE",
               "FALSE", "NULL", "Inf", "NaN", "NA"}
+
+
+class TableError(Exception):
+    """The table does not say how to convert an argument (or names an unknown transformer)."""
+
 
 BANNER = """\
 # Generated by tools/generate_ops.py from keras {version} -- do not edit by hand.
@@ -129,11 +52,21 @@ BANNER = """\
 # 1-based axes, integer shapes, R doubles as tensors of the default float dtype.
 """
 
+BANNER_CUSTOMGRAD = """\
+# Generated by tools/generate_ops.py from customgrad.ops -- do not edit by hand.
+# Regenerate with: .venv/bin/python tools/generate_ops.py
+# The R functions over customgrad.ops; their help page (customgrad_ops) is in R/ops-customgrad.R.
+"""
+
 
 def r_name(py_name: str, taken: set) -> str:
-    if py_name in R_RESERVED:
-        return "f" if py_name == "function" and "f" not in taken else py_name + "_"
-    return py_name
+    renamed = TABLE["R_ARG_NAMES"].get(py_name)
+    if renamed is not None:
+        if renamed in taken:
+            raise TableError(f"R_ARG_NAMES renames {py_name!r} to {renamed!r}, which the op "
+                             "already has")
+        return renamed
+    return py_name + "_" if py_name in R_RESERVED else py_name
 
 
 def r_literal(value, category: str):
@@ -143,16 +76,15 @@ def r_literal(value, category: str):
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
-        if category in ("axis", "axis_tuple", "index_in") and value >= 0:
-            value += 1
+        if value >= 0:
+            value += TRANSFORMERS[category].get("shift", 0)
         return f"{value}L"
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"
         if math.isinf(value):
             return "Inf" if value > 0 else "-Inf"
-        text = repr(value)
-        return text
+        return repr(value)
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool)
@@ -163,49 +95,19 @@ def r_literal(value, category: str):
 
 
 def category(op: str, arg: str) -> str:
-    rule = OP_RULES.get(op, {}).get(arg)  # (keys starting with @ are not arguments)
-    if rule:
-        return rule
-    if arg in AXIS_ARGS or (arg == "axes" and op in AXES_ARE_AXES):
-        return "axis"
-    if arg in SHAPE_ARGS:
-        return "shape"
-    if arg in INT_ARGS:
-        return "int"
-    if arg in INDEX_ARGS:
-        return "index"
-    if arg == "dtype":
-        return "plain"
-    return "tensor"
+    """The transformer of argument `arg` of op `op` (a key of OPS): the op's own rule, else the
+    argument name's; a name the table does not know is an error."""
+    cat = OPS.get(op, {}).get(arg) or ARGS.get(arg)
+    if cat is None:
+        raise TableError(f"op {op!r}: argument {arg!r} has no transformer in "
+                         f"tools/op_conventions.py (add it to ARGS, or to OPS[{op!r}])")
+    if cat not in TRANSFORMERS:
+        raise TableError(f"op {op!r}: argument {arg!r}: unknown transformer {cat!r}")
+    return cat
 
 
 def convert_expr(cat: str, rname: str, fn: str, pyname: str) -> str:
-    if cat in ("index_in", "switch_index"):
-        zero = ", allow_zero = TRUE" if cat == "switch_index" else ""
-        return f'as_index_in({rname}, "{fn}", "{pyname}", zero_indexed{zero})'
-    if cat == "split":
-        return f'as_split_arg({rname}, "{fn}", "{pyname}", zero_indexed)'
-    if cat == "array":
-        return f"as_array_arg({rname})"
-    if cat == "integer":
-        return f'as_integer_arg({rname}, "{fn}", "{pyname}")'
-    if cat == "int_array":
-        return f'as_int_array_arg({rname}, "{fn}", "{pyname}")'
-    if cat == "axis_tuple":
-        return f'as_axis({rname}, "{fn}", "{pyname}", as_tuple = TRUE)'
-    if cat == "tuple":
-        return f"as_tuple_arg({rname})"
-    if cat == "axis":
-        return f'as_axis({rname}, "{fn}", "{pyname}")'
-    if cat == "shape":
-        return f'as_shape({rname}, "{fn}", "{pyname}")'
-    if cat == "int":
-        return f'as_py_int({rname}, "{fn}", "{pyname}")'
-    if cat == "index":
-        return f"as_index_arg({rname})"
-    if cat == "plain":
-        return rname
-    return f"as_tensor_arg({rname})"
+    return TRANSFORMERS[cat]["r"].format(arg=rname, fn=fn, py=pyname)
 
 
 # ---- documentation ------------------------------------------------------------------------------
@@ -292,9 +194,9 @@ def parse_docstring(doc: str):
 def roxygen(fn: str, pyname: str, module: str, params: list, doc: str, version: str,
             rules: dict, has_zero_indexed: bool) -> list:
     title, desc, arg_docs, returns = parse_docstring(doc)
-    title = title.rstrip(".") or f"keras.{module}.{pyname}"
+    title = title.rstrip(".") or f"{module}.{pyname}"
     out = [f"#' {rd_escape(title)}", "#'"]
-    out.append(f"#' Calls `keras.{module}.{pyname}` (keras {version}) on the active backend.")
+    out.append(f"#' Calls `{module}.{pyname}` (keras {version}) on the active backend.")
     for p in desc[:3]:
         out.append("#'")
         out.extend(f"#' {rd_escape(line)}".rstrip() for line in p.split("\n"))
@@ -304,37 +206,36 @@ def roxygen(fn: str, pyname: str, module: str, params: list, doc: str, version: 
             text = "Further arguments, passed on (unnamed ones positionally)."
         else:
             text = arg_docs.get(pyarg, "") or "See the Keras documentation."
-            if cat in ("axis", "axis_tuple"):
-                text += " (1-based in R: 1 is the first axis, -1 the last; 0 is an error.)"
-            elif cat in ("index_in", "switch_index", "split"):
-                text += (" (1-based in R, as in keras3: 1 is the first element, -1 the last;"
-                         " 0-based with `zero_indexed = TRUE`.)")
-            elif cat in ("integer", "int_array"):
-                text += " (Whole R doubles become integers, as in keras3.)"
-            elif cat == "shape":
-                text += " (Whole numbers; NA for an unknown dimension.)"
-            elif cat == "index":
-                text += " (0-based, as in Keras; whole R doubles become int32.)"
+            text += TRANSFORMERS[cat].get("doc", "")
         out.append(f"#' @param {rname} {rd_escape(text)}")
     if has_zero_indexed:
         out.append("#' @param zero_indexed If `TRUE`, indices are 0-based as in Python (taken and "
                    "returned as they are); by default they are 1-based, as in keras3.")
     ret = returns or "A tensor."
-    if rules.get("@return") in ("index_out", "index_out_second", "nonzero"):
+    if rules.get("@return"):
         ret += " Indices in the result are 1-based unless `zero_indexed = TRUE`."
     out.append(f"#' @return {rd_escape(ret)}")
     out.append("#' @export")
     return out
 
 
-def generate_one(pyname: str, fn_obj, module: str, version: str) -> str:
-    key = pyname if module == "ops" else f"image.{pyname}"
-    rules = OP_RULES.get(key, {})
-    fn = rules.get("@name") or (f"op_{pyname}" if module == "ops" else f"op_image_{pyname}")
+def generate_one(pyname: str, fn_obj, src: dict, version: str) -> str:
+    key = src["key"] + pyname
+    rules = OPS.get(key, {})
+    for name, value in rules.items():
+        if name == "@return" and value not in TABLE["RESULTS"]:
+            raise TableError(f"op {key!r}: unknown result convention {value!r}")
+        if not name.startswith("@") and value not in TRANSFORMERS:
+            raise TableError(f"op {key!r}: argument {name!r}: unknown transformer {value!r}")
+    fn = rules.get("@name") or src["r_prefix"] + pyname
     sig = inspect.signature(fn_obj)
+    unknown = [n for n in rules if not n.startswith("@") and n not in sig.parameters]
+    if unknown:
+        raise TableError(f"op {key!r} has no argument(s) {unknown} that OPS names")
     formals, params = [], []
     positional, keyword_args, drop_null = [], [], []
-    dots, dots_int = False, False
+    dots = False
+    dots_cat = rules.get("@dots", "value")
     seen_var_positional = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
     taken = set(sig.parameters)
     for p in sig.parameters.values():
@@ -343,8 +244,6 @@ def generate_one(pyname: str, fn_obj, module: str, version: str) -> str:
                 formals.append("...")
                 params.append(("...", None, None))
                 dots = True
-            if p.kind == p.VAR_KEYWORD and pyname == "rearrange":
-                dots_int = True
             continue
         rname = r_name(p.name, taken)
         rsrc = rname if rname.isidentifier() else f"`{rname}`"
@@ -375,42 +274,47 @@ def generate_one(pyname: str, fn_obj, module: str, version: str) -> str:
         if leading:
             call_args.append(f"    {expr}")
         else:
-            key = f"`{p.name}`" if p.name in R_RESERVED else p.name
-            call_args.append(f"    {key} = {expr}")
-    has_zero_indexed = bool(
-        rules.get("@return") or any(cat in INDEX_RULES for _, _, cat in params))
-    if "@order" in rules:  # data first, as keras3
+            name = f"`{p.name}`" if p.name in R_RESERVED else p.name
+            call_args.append(f"    {name} = {expr}")
+    has_zero_indexed = bool(rules.get("@return") or any(
+        TRANSFORMERS[cat].get("zero_indexed") for r, _, cat in params if r != "..."))
+    if "@order" in rules:
         by_name = dict(zip([pyarg for _, pyarg, _ in params], zip(formals, params)))
         formals = [by_name[n][0] for n in rules["@order"]]
         params = [by_name[n][1] for n in rules["@order"]]
     if has_zero_indexed:
         formals.append("zero_indexed = FALSE")
-    lines = roxygen(fn, pyname, module, params, inspect.getdoc(fn_obj) or "", version, rules,
-                    has_zero_indexed)
+    if src.get("rdname"):
+        lines = [f"#' @rdname {src['rdname']}", "#' @export"]
+    else:
+        lines = roxygen(fn, pyname, src["python"], params, inspect.getdoc(fn_obj) or "",
+                        version, rules, has_zero_indexed)
     lines.append(f"{fn} <- function({', '.join(formals)}) {{")
     lines.append("  args <- list(" + ("\n" + ",\n".join(call_args) + "\n  " if call_args else "") + ")")
     if drop_null:
         quoted = ", ".join(f'"{n}"' for n in drop_null)
         lines.append(f"  args <- args[!(names(args) %in% c({quoted}) & vapply(args, is.null, TRUE))]")
     extra = ""
-    if module != "ops":
-        extra += f', module = "{module.split(".")[-1]}"'
+    if src["python"] == "keras.ops.image":
+        extra += ', module = "image"'
+    elif src["python"] != "keras.ops":
+        extra += f', module = "{src["python"]}"'
     if positional:
         extra += f", positional = list({', '.join(positional)})"
     if dots:
         extra += ", dots = list(...)"
-        if dots_int:
-            extra += ", dots_convert = as_py_int"
+        if dots_cat != "value":
+            extra += ", dots_convert = " + TRANSFORMERS[dots_cat]["r"].split("(")[0]
     # the axis arguments, for an R error naming an out-of-range axis (checked only on failure)
     axis_args = [(rname, pyarg) for rname, pyarg, cat in params
-                 if cat in ("axis", "axis_tuple") and rname != "..."]
+                 if rname != "..." and TRANSFORMERS[cat].get("axis")]
     first = params[0] if params else None
-    if (axis_args and first and first[2] in ("tensor", "array") and first[0] != "..."
-            and key not in OTHER_AXIS_OPS and not dots):
+    if (axis_args and first and first[0] != "..." and TRANSFORMERS[first[2]].get("data")
+            and rules.get("@axis_check", True) and not dots):
         items = ", ".join(f"{pyarg} = {rname}" for rname, pyarg in axis_args)
         extra += f", axes = list({items}), ref = {first[0]}"
-        if key in NEW_AXIS_OPS:
-            extra += ", axis_extra = 1L"
+        if rules.get("@axis_extra"):
+            extra += f", axis_extra = {rules['@axis_extra']}L"
     call = f'op_call("{pyname}", args, "{fn}"{extra})'
     ret = rules.get("@return")
     if ret == "index_out":
@@ -440,24 +344,46 @@ def public_functions(module) -> list:
     return names
 
 
-def generate() -> str:
+def generate() -> dict:
+    """{path relative to the repository: text} for every generated file."""
     version = keras.__version__
-    chunks = [BANNER.format(version=version)]
-    ops_names = [n for n in public_functions(keras.ops) if n not in SKIP | HAND_WRITTEN]
-    for name in ops_names:
-        chunks.append(generate_one(name, getattr(keras.ops, name), "ops", version))
-    for name in public_functions(keras.ops.image):
-        chunks.append(generate_one(name, getattr(keras.ops.image, name), "ops.image", version))
-    return "\n\n".join(chunks) + "\n"
+    files: dict = {}
+    for src in TABLE["MODULES"]:
+        module = importlib.import_module(src["python"])
+        # (public_functions() sorts; __all__ keeps its module's order)
+        names = public_functions(module) if src["names"] == "public" else list(module.__all__)
+        if src["out"] not in files:
+            banner = BANNER if src["python"].startswith("keras.") else BANNER_CUSTOMGRAD
+            files[src["out"]] = [banner.format(version=version)]
+        for name in names:
+            if src["key"] + name in SKIP:
+                continue
+            files[src["out"]].append(generate_one(name, getattr(module, name), src, version))
+    unused = set(OPS) - {src["key"] + n for src in TABLE["MODULES"]
+                         for n in dir(importlib.import_module(src["python"]))}
+    if unused:
+        raise TableError(f"OPS names ops that do not exist: {sorted(unused)}")
+    return {out: "\n\n".join(chunks) + "\n" for out, chunks in files.items()}
 
 
 def main(argv: list) -> int:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = argv[1] if len(argv) > 1 else os.path.join(root, "R", "ops-generated.R")
-    text = generate()
-    with open(out, "w", encoding="ascii") as fh:
-        fh.write(text)
-    print(f"wrote {out}: {text.count(' <- function(')} functions")
+    out_root = ROOT
+    if len(argv) == 3 and argv[1] == "--out":
+        out_root = argv[2]
+    elif len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        files = generate()
+    except TableError as e:
+        print(f"generate_ops.py: {e}", file=sys.stderr)
+        return 1
+    for rel, text in files.items():
+        path = os.path.join(out_root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="ascii") as fh:
+            fh.write(text)
+        print(f"wrote {path}: {text.count(' <- function(')} functions")
     return 0
 
 

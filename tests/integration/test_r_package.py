@@ -1,21 +1,21 @@
 """Runs the R package's testthat suite and renders its vignettes, once per Keras backend.
 
 Each backend gets its own Rscript process (Keras fixes its backend per process; reticulate
-starts Python inside R). The R results come back as a tab-separated file written by testthat's
-ListReporter results, so a failing R test fails here with its file, name and message. rpy2 is not
-used at all: reticulate inside an rpy2-hosted R aborts when R's garbage collector releases Python
-objects.
+starts Python inside R), scripts/run_r_tests.R, which writes testthat's own JUnit XML
+(JunitReporter: one testcase per expectation), so a failing R test fails here with its file, name
+and message. With CUSTOMGRAD_JUNIT_DIR set (scripts/run_tests.sh sets it), the XML is also copied
+there as r-<backend>.xml for the closing total of scripts/summarize_junit.py. rpy2 is not used at
+all: reticulate inside an rpy2-hosted R aborts when R's garbage collector releases Python objects.
 """
 
 from __future__ import annotations
 
-import csv
 import os
 import runpy
 import shutil
 import subprocess
 import sys
-import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -26,37 +26,6 @@ BACKENDS = list(runpy.run_path(
     str(ROOT / "python" / "customgrad" / "backends" / "__init__.py"))["AUTODIFF"])
 VIGNETTES = ["getting-started", "checking-gradients", "gradient-reversal"]
 R_TIMEOUT = 900  # seconds per backend; about 2-3 minutes each on 2 cores
-
-RUN_TESTS = r"""
-args <- commandArgs(trailingOnly = TRUE)
-out <- args[[1]]
-suppressPackageStartupMessages({library(testthat); library(customgrad)})
-t0 <- Sys.time()
-res <- testthat::test_dir("tests/testthat", package = "customgrad", load_package = "installed",
-                          reporter = "summary", stop_on_failure = FALSE, stop_on_warning = FALSE)
-rows <- list()
-clean <- function(x) gsub("[\t\r\n]+", " ", paste(x, collapse = " "))
-for (t in res) {
-  status <- "passed"; msg <- ""
-  for (e in t$results) {
-    cls <- if (inherits(e, "expectation_error")) "error" else
-      if (inherits(e, "expectation_failure")) "failed" else
-      if (inherits(e, "expectation_skip")) "skipped" else
-      if (inherits(e, "expectation_warning")) "warning" else "ok"
-    if (cls %in% c("error", "failed") || (cls == "skipped" && status == "passed")) {
-      if (status %in% c("passed", "skipped", "warning")) { status <- cls; msg <- conditionMessage(e) }
-    } else if (cls == "warning" && status == "passed") {
-      status <- "warning"; msg <- conditionMessage(e)
-    }
-  }
-  rows[[length(rows) + 1]] <- data.frame(file = t$file, test = clean(t$test), status = status,
-    expectations = length(t$results), message = clean(msg), stringsAsFactors = FALSE)
-}
-df <- do.call(rbind, rows)
-write.table(df, out, sep = "\t", quote = FALSE, row.names = FALSE)
-cat(sprintf("\n[R tests, %s] %d tests in %.1f s\n", config_backend(), nrow(df),
-            as.numeric(difftime(Sys.time(), t0, units = "secs"))))
-"""
 
 RENDER = r"""
 args <- commandArgs(trailingOnly = TRUE)
@@ -72,7 +41,8 @@ def _env(backend: str) -> dict:
     env["R_LIBS"] = lib + (os.pathsep + env["R_LIBS"] if env.get("R_LIBS") else "")
     env["KERAS_BACKEND"] = backend
     env["NOT_CRAN"] = "true"  # testthat runs its snapshot tests (expect_snapshot) only then
-    env["CUSTOMGRAD_PYTHON"] = str(ROOT / ".venv" / "bin" / "python")
+    # the venv folder may be a link; its bin/python must stay the venv's (not the base Python)
+    env["CUSTOMGRAD_PYTHON"] = str(Path(os.path.realpath(ROOT / ".venv")) / "bin" / "python")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.pop("RETICULATE_PYTHON", None)
     return env
@@ -99,15 +69,37 @@ def _rscript(code: str, args: list, backend: str, tmp: Path) -> subprocess.Compl
                           env=_env(backend), capture_output=True, text=True, timeout=R_TIMEOUT)
 
 
+def _junit_tests(path: Path) -> list:
+    """One row per R test (testthat's JUnit has one testcase per expectation): its file, name,
+    status (failed/error over skipped over passed) and first message."""
+    tests: dict = {}
+    for suite in ET.parse(path).getroot().iter("testsuite"):
+        for case in suite.iter("testcase"):
+            key = (suite.get("name", ""), case.get("name", ""))
+            row = tests.setdefault(key, {"file": key[0], "test": key[1], "status": "passed",
+                                         "message": ""})
+            for tag, status in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
+                found = case.find(tag)
+                if found is None:
+                    continue
+                if row["status"] not in ("failed", "error") and (
+                        status != "skipped" or row["status"] == "passed"):
+                    row["status"], row["message"] = status, found.get("message", "")
+    return list(tests.values())
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_r_testthat_suite(backend, r_package, tmp_path):
-    results = tmp_path / "results.tsv"
-    proc = _rscript(RUN_TESTS, [results], backend, tmp_path)
+    results = tmp_path / f"r-{backend}.xml"
+    proc = subprocess.run(["Rscript", "--vanilla", "scripts/run_r_tests.R", str(results)],
+                          cwd=ROOT, env=_env(backend), capture_output=True, text=True,
+                          timeout=R_TIMEOUT, check=False)
     output = proc.stdout + proc.stderr
     sys.stdout.write(output[-4000:])  # shown by pytest for failing tests (and with -s)
     assert results.exists(), f"the R suite did not finish (exit {proc.returncode}):\n{output[-6000:]}"
-    with open(results, newline="") as fh:
-        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if os.environ.get("CUSTOMGRAD_JUNIT_DIR"):
+        shutil.copy(results, Path(os.environ["CUSTOMGRAD_JUNIT_DIR"]) / results.name)
+    rows = _junit_tests(results)
     bad = [r for r in rows if r["status"] in ("failed", "error")]
     skipped = [r for r in rows if r["status"] == "skipped"]
     for r in skipped:

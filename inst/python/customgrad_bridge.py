@@ -1,4 +1,4 @@
-"""Glue between R (reticulate) and customgrad: array transfer as raw bytes, and custom gradients
+"""The bridge between R (reticulate) and customgrad: array transfer as raw bytes, custom gradients
 whose forward and grad functions are R functions.
 
 reticulate 1.28 cannot use numpy 2's C API, so arrays travel as bytes: R writes its column-major
