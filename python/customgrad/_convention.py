@@ -74,12 +74,17 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
         positional = names[:n_positional]
         n_required = n_positional - len(grad_fn.__defaults__ or ())
         keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
+        required_kw = ()
         if keyword_only:
-            # (getattr with a default: torch.compile's tracer has no __kwdefaults__ for functions)
-            kw_defaults = getattr(grad_fn, "__kwdefaults__", None) or {}
-            required_kw = tuple(k for k in keyword_only if k not in kw_defaults)
-        else:
-            required_kw = ()
+            try:
+                kw_defaults = grad_fn.__kwdefaults__ or {}
+                required_kw = tuple(k for k in keyword_only if k not in kw_defaults)
+            except AttributeError:
+                # torch.compile's tracer cannot read __kwdefaults__ (and gives up on the whole
+                # call unless the error is caught here): the keyword-only parameters count as
+                # optional there. Which ones are required only decides between our arity error
+                # and Python's for a call that fails either way.
+                pass
         return _grad_signature(positional, n_required, bool(flags & _CO_VARARGS),
                                keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
     try:
