@@ -150,7 +150,6 @@ python_message <- function(e) {
 # Python's words for what the R user wrote: the R function names, 1-based argument positions,
 # lists for tuples.
 r_terms <- function(msg) {
-  msg <- sub("^customgrad\\._convention\\.CustomGradientError: ", "", msg)
   msg <- sub("^[A-Za-z_.]*(Error|Exception): ", "", msg)
   names <- c("customgrad.value_and_grad" = "op_value_and_grad()",
              "customgrad.check_gradients" = "op_check_gradients()",
