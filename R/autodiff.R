@@ -30,9 +30,7 @@ call_args <- function(..., .f = NULL) {
     for (a in args) if (!inherits(a, "python.builtin.object")) { all_py <- FALSE; break }
     if (all_py) return(args)
   }
-  args <- positional_args(.f, args)
-  # a differentiated argument is a tensor (as_tensor()); a structure keeps keras3's rule
-  lapply(args, function(a) if (is.list(a)) to_py(a) else as_tensor(a))
+  lapply(positional_args(.f, args), to_py)
 }
 
 # R callers name arguments freely; Python gives gradients only to positional ones. Named
@@ -99,7 +97,7 @@ op_vjp <- function(f, ...) {
                         "op_vjp")
   vjp_fn <- res[[2]]
   list(res[[1]], function(cotangents) {
-    with_py_errors(vjp_fn(to_py(cotangents, tensors = TRUE)), "op_vjp", quote(op_vjp()))
+    with_py_errors(vjp_fn(to_py(cotangents)), "op_vjp", quote(op_vjp()))
   })
 }
 

@@ -1,6 +1,7 @@
 #' Define a function with a custom gradient
 #'
-#' `f` computes the forward pass and returns `tuple(output, grad)` (or `list(output, grad)`).
+#' `f` computes the forward pass and returns `tuple(output, grad)` (keras3's and reticulate's
+#' `tuple()`) or `list(output, grad)`.
 #' Autodiff on the active backend (jax, TensorFlow or torch: [op_grad()], `tf$GradientTape()`,
 #' `torch` autograd, `fit()`) then uses `grad` instead of differentiating `f`. This is the R face of
 #' Python's `customgrad.custom_gradient`, so it behaves the same on every backend.
@@ -13,10 +14,17 @@
 #'   output, positionally (as `tf.custom_gradient` passes them);
 #' * an argument named `upstream` (`function(upstream)`, `function(..., upstream)`): the whole upstream
 #'   by name, and with `...` also one per output positionally. `function(..., upstream = NULL)`
-#'   with `upstream <- upstream \%||\% ..1` works both ways.
+#'   with `upstream <- upstream %||% ..1` works both ways.
 #'
 #' Any other grad function (`function()`, or more required arguments than outputs) is an error of
 #' class `customgrad_error_grad_fn_arity` that names it and says what it would be called with.
+#'
+#' The rule has one owner, Python's `customgrad`: the R grad function reaches it as a callable
+#' whose signature mirrors its R formals (`...` as `*args`, formals after `...` by keyword only).
+#' This function masks keras3's `op_custom_gradient()` on purpose (the only name customgrad
+#' shares with keras3): keras3's passes the grad function to Keras as it is, so on torch
+#' `function(upstream)` and `function(dy)` fail and a `keras.Variable` argument can get a wrong
+#' gradient.
 #'
 #' It returns the gradient with respect to each argument of `f`: a single tensor when `f` takes one
 #' argument, else a list with one entry per argument (named lists for named-list arguments).
@@ -37,11 +45,8 @@
 #' @examplesIf customgrad:::python_available()
 #' log1pexp <- op_custom_gradient(\(x) {
 #'   e <- op_exp(x)
-#'   grad <- function(..., upstream = NULL) {
-#'     upstream <- upstream %||% ..1
-#'     op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   }
-#'   tuple(op_log(1 + e), grad)
+#'   # keras3's torch spelling; on every backend here
+#'   tuple(op_log(1 + e), \(..., upstream) op_multiply(upstream, 1 - 1 / op_add(1, e)))
 #' })
 #' log1pexp(100)
 #' op_grad(log1pexp)(100)  # 1, where plain autodiff gives NaN
@@ -60,15 +65,8 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
 
   user_call <- as.call(list(as.name(fname)))
   forward <- function(...) in_callback({
-    res <- f(...)
-    pair <- split_output_grad(res, user_call)
-    output <- pair[[1]]
-    grad <- pair[[2]]
-    if (is_py_object(grad)) {
-      return(list(to_py(output, tensors = TRUE), py_grad_caller(grad), FALSE))
-    }
-    plan <- grad_plan(grad, count_outputs(output), fname, user_call)
-    list(to_py(output, tensors = TRUE), grad_caller(grad, plan, user_call), plan$by_name)
+    pair <- split_output_grad(f(...), user_call)
+    list(to_py(pair[[1]]), grad_for_python(pair[[2]]))
   })
 
   decorated <- NULL
@@ -76,7 +74,7 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
     if (is.null(decorated)) {
       decorated <<- with_py_errors(
         py_mod("bridge")$custom_gradient(forward, name = fname,
-                                       forward_mode = isTRUE(forward_mode)),
+                                         forward_mode = isTRUE(forward_mode)),
         "op_custom_gradient",
         call = user_call
       )
@@ -99,8 +97,9 @@ print.customgrad_function <- function(x, ...) {
   invisible(x)
 }
 
+# f's result as list(output, grad): an R list, or the Python tuple keras3's tuple() makes.
 split_output_grad <- function(res, call) {
-  if (is_py_object(res) && inherits(res, "python.builtin.tuple")) {
+  if (inherits(res, "python.builtin.tuple") && reticulate::py_len(res) == 2L) {
     res <- list(reticulate::py_get_item(res, 0L), reticulate::py_get_item(res, 1L))
   }
   if (!is.list(res) || length(res) != 2L) {
@@ -121,108 +120,18 @@ split_output_grad <- function(res, call) {
   res
 }
 
-# How many upstream gradients arrive positionally: one per element of an unnamed list or tuple
-# output (Python receives those as a list or tuple), else one.
-count_outputs <- function(output) {
-  if (is.list(output) && is.null(names(output))) return(length(output))
-  if (inherits(output, c("python.builtin.tuple", "python.builtin.list"))) {
-    return(reticulate::py_len(output))
-  }
-  1L
-}
-
-# The one upstream rule, read from the grad function's R formals (`variables` aside):
-#   exactly one positional formal (not `upstream`) -> the whole upstream (a list for n > 1 outputs)
-#   `...`, or as many positional formals as outputs -> one upstream per output
-#   a formal named `upstream`                      -> also the whole upstream by name
-#   anything else                                  -> customgrad_error_grad_fn_arity
-grad_plan <- function(grad, n_outputs, fname, call) {
-  formal_names <- names(formals(grad))
-  # the common one-argument grad functions, decided without the general rule (this runs in
-  # every eager forward)
-  if (length(formal_names) == 1L) {
-    mode <- switch(formal_names,
-      "..." = "per_output",
-      upstream = "none",
-      variables = "error",
-      if (n_outputs == 1L) "per_output" else "whole"
-    )
-    if (mode != "error") {
-      return(list(mode = mode, by_name = formal_names == "upstream",
-                  takes_variables = formal_names == "...", formal_names = formal_names))
-    }
-  }
-  formal_names <- formal_names %||% character()
-  has_dots <- "..." %in% formal_names
-  by_name <- "upstream" %in% formal_names
-  if (has_dots) {
-    return(list(mode = "per_output", by_name = by_name, takes_variables = TRUE,
-                formal_names = formal_names))
+# What Python receives as grad_fn: an R function (also one that tuple() made a Python callable)
+# as list(wrapped function, formal names, which have defaults), from which the bridge builds a
+# callable with the mirrored signature; any other Python callable as it is.
+grad_for_python <- function(grad) {
+  if (is_py_object(grad)) {
+    capsule <- bridge_fn("r_function_of")(grad)
+    if (is.null(capsule)) return(grad)
+    grad <- reticulate::py_to_r(capsule)
   }
   formal_list <- formals(grad)
-  takes_variables <- "variables" %in% formal_names
-  positional <- formal_names[!formal_names %in% c("...", "upstream", "variables")]
-  required <- positional[vapply(formal_list[positional], is_missing_default, logical(1))]
-  mode <- if (!length(positional) && by_name) {
-    "none"
-  } else if (length(positional) == 1L) {
-    if (n_outputs == 1L) "per_output" else "whole"
-  } else if (length(positional) && length(required) <= n_outputs &&
-             n_outputs <= length(positional)) {
-    "per_output"
-  } else {
-    "error"
-  }
-  if (mode == "error") {
-    signature <- paste0("function(", paste(formal_names, collapse = ", "), ")")
-    outputs <- if (n_outputs == 1L) "a single output" else sprintf("%d outputs", n_outputs)
-    cg_abort(
-      c("The grad function of {.fn {fname}} must take the upstream gradient.",
-        x = "It is {.code {signature}}; {.fn {fname}} has {outputs}, so it would be called with {n_outputs} upstream gradient{?s} positionally.",
-        i = "Write {.code function(dy)} (the whole upstream), {.code function(...)} or one argument per output (one upstream each), or {.code function(upstream)} (by name)."),
-      "grad_fn_arity", call = call, grad_fn = grad, n_outputs = n_outputs
-    )
-  }
-  list(mode = mode, by_name = by_name, takes_variables = takes_variables,
-       formal_names = formal_names)
+  list(wrap_r_function(grad), as.list(names(formal_list)),
+       as.list(unname(!vapply(formal_list, is_missing_default, logical(1)))))
 }
 
 is_missing_default <- function(x) identical(x, quote(expr = ))
-
-# Calls a grad function written in Python (a reticulate callable) positionally.
-py_grad_caller <- function(grad) {
-  force(grad)
-  function(upstreams, upstream, variables) in_callback({
-    args <- if (is.null(variables)) upstreams else c(upstreams, list(variables = variables))
-    to_py(do.call(grad, args), tensors = TRUE)
-  })
-}
-
-# How to call the user's R grad function, following its plan (see grad_plan()). `variables =` is
-# passed when the forward read trainable variables.
-grad_caller <- function(grad, plan, call) {
-  force(grad)
-  mode <- plan$mode
-  by_name <- plan$by_name
-  function(upstreams, upstream, variables) in_callback({
-    upstreams <- as.list(upstreams)
-    args <- switch(mode,
-      per_output = upstreams,
-      whole = list(upstreams),
-      none = list()
-    )
-    if (by_name) args$upstream <- upstream
-    if (length(variables)) {
-      if (!plan$takes_variables) {
-        cg_abort(
-          c("The forward of this custom gradient read {length(variables)} trainable variable{?s}, so its grad function must take {.arg variables} and return {.code list(grad_args, grad_variables)}.",
-            x = "The grad function has arguments {.arg {plan$formal_names}}."),
-          "custom_gradient", call = call
-        )
-      }
-      args$variables <- variables
-    }
-    result <- do.call(grad, args)
-    to_py(result, tensors = TRUE)  # NULL in a list stays None: a zero gradient
-  })
-}

@@ -1,19 +1,35 @@
 #' customgrad: custom gradients that work the same on every Keras backend
 #'
-#' [op_custom_gradient()] defines a function whose gradient is the one you write, on the jax,
-#' TensorFlow and torch backends of Keras 3 alike, through the Python package customgrad (no
-#' second implementation in R). [op_grad()], [op_value_and_grad()] and [op_check_gradients()]
-#' take and check gradients on any backend; all of `keras.ops` is available as `op_<name>()`
-#' functions with the conventions of the keras3 R package (1-based axes, integer shapes, R
-#' doubles as tensors of the default float dtype), and tensors support R's arithmetic, `Math`
-#' and `Summary` functions and `as.array()`.
+#' An extension of keras3. keras3 provides the `op_*()` functions, tensors and their methods,
+#' `tuple()`, `config_*()`, layers and training; customgrad adds what keras3 lacks:
+#' [op_custom_gradient()] with one rule for the grad function on the jax, TensorFlow and torch
+#' backends alike (through the Python package customgrad: no second implementation in R),
+#' [op_grad()], [op_value_and_grad()], [op_vjp()], [op_jvp()], [op_hvp()] and
+#' [op_check_gradients()] on any backend, gradient-shaping ops ([customgrad_ops]) and layers
+#' ([gradient-layers]).
+#'
+#' @section keras3 and the attach order:
+#' customgrad depends on keras3, so `library(customgrad)` attaches keras3 first. The one name the
+#' two share is `op_custom_gradient()`: customgrad's masks keras3's, on purpose, whichever
+#' package the user loads first (`library(keras3); library(customgrad)` and the reverse order
+#' give the same functions).
+#'
+#' @section Tensor methods customgrad adds:
+#' Only where nothing (keras3, the tensorflow R package) has registered one when customgrad loads:
+#' `as.double()`/`as.numeric()`, `as.integer()`, `as.logical()`, `dim()` and the `Math`
+#' (`exp()`, `log()`, `sqrt()`, ...) and `Summary` (`sum()`, `max()`, ...) groups for torch and
+#' jax tensors, `Math` and `Summary` for jax tracers (inside [op_grad()]) and for the members
+#' the tensorflow R package lacks (`tanh()`, `cumsum()`, ...), and `as.logical()`,
+#' `dim()`, `Math` and `Summary` for keras Variables.
 #'
 #' @section Python and the backend:
-#' The package uses the Python named by `CUSTOMGRAD_PYTHON`, else `RETICULATE_PYTHON`, else the
-#' first `.venv/bin/python` found above the working directory or the installed package, else
-#' the environment [install_customgrad()] creates. Loading
-#' the package does not start Python; the first call that needs it does. The backend is the
-#' value of `KERAS_BACKEND` when Python starts (`"jax"`, `"tensorflow"` or `"torch"`).
+#' Loading customgrad starts no Python and sets no environment variable. It declares its Python
+#' package to reticulate with [reticulate::py_require()] (the wheel shipped inside this package),
+#' so it lands in the same environment as keras and the backend that keras3 declares, whether
+#' keras3 or customgrad starts Python first. Users who manage their own Python set
+#' `RETICULATE_PYTHON` (or call [reticulate::use_virtualenv()]) as keras3 documents;
+#' [install_customgrad()] creates such an environment. The backend is the value of
+#' `KERAS_BACKEND` when Python starts (`"jax"`, `"tensorflow"` or `"torch"`).
 #'
 #' @section Errors:
 #' Errors are conditions of class `customgrad_error` and of a class `customgrad_error_<what>`;

@@ -22,7 +22,7 @@
 #'     gradients of the wrong number, shape or kind (also raised by the Python core, whose
 #'     message is translated to R terms).}
 #'   \item{`customgrad_error_grad_fn_arity`}{The grad function's arguments do not fit the upstream
-#'     rule of [op_custom_gradient()]. Fields: `grad_fn`, `n_outputs`.}
+#'     rule of [op_custom_gradient()] (decided by the Python core, whose message is translated).}
 #'   \item{`customgrad_error_gradient_check`}{[op_check_gradients()] found a wrong gradient.
 #'     Field: `report`.}
 #'   \item{`customgrad_error_callback`}{An R function called from Python (the forward or grad
@@ -30,7 +30,7 @@
 #'     not a customgrad error. Field: `r_error` (the original condition, also the parent).}
 #'   \item{`customgrad_error_python`}{Python (keras or the backend) raised an error. Field:
 #'     `python_message` (the message in Python's terms).}
-#'   \item{`customgrad_error_python_missing`}{No Python with keras and customgrad was found; see
+#'   \item{`customgrad_error_python_missing`}{The session's Python cannot import customgrad; see
 #'     [install_customgrad()].}
 #' }
 #'
@@ -44,7 +44,7 @@
 #' conditionMessage(err)
 NULL
 
-#' @importFrom rlang caller_env
+#' @importFrom rlang caller_env %||%
 NULL
 
 # `class` is the <what> of customgrad_error_<what> ("type", "grad_fn_arity", ...); an older
@@ -132,7 +132,11 @@ py_error <- function(e, fn, call = NULL) {
   raw <- python_message(e)
   msg <- r_terms(raw)
   # the Python core's contract errors keep a specific class in R too
-  specific <- if (grepl("CustomGradientError", raw, fixed = TRUE)) "custom_gradient"
+  specific <- if (grepl("cannot be called with the upstream gradients", raw, fixed = TRUE)) {
+    c("grad_fn_arity", "custom_gradient")
+  } else if (grepl("CustomGradientError", raw, fixed = TRUE)) {
+    "custom_gradient"
+  }
   cg_abort(
     c("{.fn {fn}} failed in Python.", x = "{msg}"),
     c(specific, "python"), call = call, python_message = raw, parent = NULL
@@ -161,6 +165,7 @@ r_terms <- function(msg) {
   })
   # the R grad function, which the bridge names "<f>.grad"
   msg <- gsub("grad_fn `([A-Za-z0-9._]+)\\.grad` of `\\1`", "the grad function of `\\1()`", msg)
+  msg <- gsub("(^|\\. )grad_fn\\b", "\\1The grad function", msg)
   msg <- gsub("\\bgrad_fn\\b", "the grad function", msg)
   msg <- gsub_fn(msg, "\\bargs(\\[[^]]*\\])+( \\(output element [0-9]+\\))?", r_path)
   msg <- gsub("\\btuples\\b", "lists", msg)

@@ -17,11 +17,41 @@
 #'   tuple(op_log(1 + e), function(dy) dy * op_sigmoid(x))
 #' })
 #' # the Hessian of sum(log1pexp(x)) is diag(sigmoid(x) * (1 - sigmoid(x)))
-#' op_hvp(\(x) op_sum(log1pexp(x)), as_tensor(c(0, 2)), as_tensor(c(1, 1)))
+#' op_hvp(\(x) op_sum(log1pexp(x)), c(0, 2), c(1, 1))
 #' @export
 op_hvp <- function(f, primals, vectors) {
   pyf <- r_fn_to_py(f, "op_hvp")
   result <- with_py_errors(
     py_mod("customgrad")$hvp(pyf, as_tuple_arg(primals), as_tuple_arg(vectors)), "op_hvp")
+  as.list(result)
+}
+
+# primals or tangents as the Python tuple customgrad.jvp/hvp take: one tensor per argument.
+as_tuple_arg <- function(x) {
+  if (!is.list(x)) x <- list(x)
+  do.call(reticulate::tuple, lapply(x, to_py))
+}
+
+#' Jacobian-vector products on any backend
+#'
+#' `op_jvp(f, primals, tangents)` returns `list(outputs, output_tangents)`: the directional
+#' derivative of `f` at `primals` along `tangents` (forward mode), the R face of Python's
+#' `customgrad.jvp`. For a function made by [op_custom_gradient()] it is derived from the grad
+#' function (on jax that needs `forward_mode = TRUE`).
+#'
+#' @param f An R function of one or more tensors.
+#' @param primals A list with the arguments of `f` (R numbers and arrays become tensors); a single
+#'   argument may be given as it is.
+#' @param tangents A list like `primals`.
+#' @param has_aux Whether `f` returns `list(output, aux)`; `aux` is then a third element.
+#' @return `list(outputs, output_tangents)` (and `aux`).
+#' @examplesIf customgrad:::python_available()
+#' op_jvp(\(x) x^2, list(3), list(1))
+#' @export
+op_jvp <- function(f, primals, tangents, has_aux = FALSE) {
+  pyf <- r_fn_to_py(f, "op_jvp")
+  result <- with_py_errors(
+    py_mod("customgrad")$jvp(pyf, as_tuple_arg(primals), as_tuple_arg(tangents),
+                             has_aux = has_aux), "op_jvp")
   as.list(result)
 }

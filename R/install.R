@@ -7,14 +7,10 @@
 #' Creates a Python virtual environment with keras, the chosen backend and the customgrad Python
 #' package that ships inside this R package (a wheel of the same version, so R and Python always
 #' match). The versions of keras and the backend are the ones the package was tested with (its
-#' pinned requirements). The package finds the environment by itself afterwards (see
-#' "Where the package looks for Python" below); restart R after installing.
-#'
-#' @section Where the package looks for Python:
-#' In this order: the environment variable `CUSTOMGRAD_PYTHON`; `RETICULATE_PYTHON`; the first
-#' `.venv/bin/python` in the working directory, the package's installation directory or one of
-#' their parents; the environment `install_customgrad()` creates by default
-#' (`r-customgrad` under [reticulate::virtualenv_root()]).
+#' pinned requirements). Most users need none of this: keras3 and customgrad declare their
+#' Python packages with [reticulate::py_require()]. This is for a named environment of your
+#' own; use it in a new R session with `reticulate::use_virtualenv("r-customgrad")` (or
+#' `RETICULATE_PYTHON`) before Python starts.
 #'
 #' @param backend The Keras backend to install: `"jax"`, `"tensorflow"` or `"torch"`.
 #' @param envname The name of the environment (created under [reticulate::virtualenv_root()]), or
@@ -76,7 +72,7 @@ install_customgrad <- function(backend = c("jax", "tensorflow", "torch"),
     }
   }
   cli::cli_inform(c(v = "Installed keras, {backend} and customgrad in {.path {path}}.",
-                    i = "Restart R; customgrad finds this environment by itself."))
+                    i = "In a new R session, call {.code reticulate::use_virtualenv({.str {envname}})} before Python starts."))
   invisible(plan)
 }
 

@@ -109,7 +109,7 @@ compose_layer <- function(object, class_name, args, call = caller_env()) {
     with_py_errors(object$add(layer), fn, call)
     return(object)
   }
-  with_py_errors(py_invoke(layer, list(to_py(object, tensors = TRUE))), fn, call)
+  with_py_errors(py_invoke(layer, list(to_py(object))), fn, call)
 }
 
 snake_case <- function(x) tolower(gsub("([a-z])([A-Z])", "\\1_\\2", x))

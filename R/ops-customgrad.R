@@ -1,5 +1,5 @@
-# The help page of the R functions over customgrad.ops, and the one written by hand: the
-# wrappers themselves are generated into R/ops-generated-customgrad.R (tools/generate_ops.py).
+# The R functions over customgrad.ops: the ops keras3 does not have. Each converts its tensor
+# argument by to_py() and its axes from 1-based R to Python (keras3's convention).
 
 #' Gradient-shaping ops from customgrad.ops
 #'
@@ -16,9 +16,9 @@
 #' where the norm is 0.
 #' `op_safe_logsumexp(x, axis, keepdims)`: `log(sum(exp(x)))` whose gradient is 0 (not `NaN`)
 #' for entries of `-Inf`, also when a whole slice is `-Inf`. (Python's `customgrad.ops.logsumexp`;
-#' [op_logsumexp()] is the plain keras op.)
+#' keras3's `op_logsumexp()` is the plain keras op.)
 #' `op_efficient_swish(x)`: `x * sigmoid(x)` whose backward keeps only `x` and recomputes the
-#' sigmoid. (Python's `customgrad.ops.swish`; [op_swish()] is the plain keras op.)
+#' sigmoid. (Python's `customgrad.ops.swish`; keras3's `op_swish()` is the plain keras op.)
 #'
 #' @param x A tensor or R array.
 #' @param scale,min_value,max_value,max_norm Numbers.
@@ -32,16 +32,92 @@
 #' op_grad(\(x) op_safe_norm(x))(c(0, 0))
 NULL
 
+
+# Calls customgrad.ops.<name>; `fn` names the R function in errors.
+customgrad_op <- function(name, fn, x, ...) {
+  op <- py_mod("customgrad")$ops[[name]]
+  with_py_errors(py_invoke(op, c(list(to_py(x)), list(...))), fn)
+}
+
+#' @rdname customgrad_ops
+#' @export
+op_log1pexp <- function(x) customgrad_op("log1pexp", "op_log1pexp", x)
+
+#' @rdname customgrad_ops
+#' @export
+op_reverse_gradient <- function(x, scale = 1) {
+  customgrad_op("reverse_gradient", "op_reverse_gradient", x, scale)
+}
+
+#' @rdname customgrad_ops
+#' @export
+op_scale_gradient <- function(x, scale) customgrad_op("scale_gradient", "op_scale_gradient", x, scale)
+
+#' @rdname customgrad_ops
+#' @export
+op_clip_gradient <- function(x, min_value, max_value) {
+  customgrad_op("clip_gradient", "op_clip_gradient", x, min_value, max_value)
+}
+
+#' @rdname customgrad_ops
+#' @export
+op_clip_gradient_norm <- function(x, max_norm) {
+  customgrad_op("clip_gradient_norm", "op_clip_gradient_norm", x, max_norm)
+}
+
+#' @rdname customgrad_ops
+#' @export
+op_round_ste <- function(x) customgrad_op("round_ste", "op_round_ste", x)
+
+#' @rdname customgrad_ops
+#' @export
+op_sign_ste <- function(x) customgrad_op("sign_ste", "op_sign_ste", x)
+
+#' @rdname customgrad_ops
+#' @export
+op_safe_sqrt <- function(x) customgrad_op("safe_sqrt", "op_safe_sqrt", x)
+
+#' @rdname customgrad_ops
+#' @export
+op_safe_norm <- function(x, axis = NULL, keepdims = FALSE) {
+  customgrad_op("safe_norm", "op_safe_norm", x, as_axis(axis, "op_safe_norm"), keepdims)
+}
+
+#' @rdname customgrad_ops
+#' @export
+op_safe_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
+  customgrad_op("logsumexp", "op_safe_logsumexp", x, as_axis(axis, "op_safe_logsumexp"), keepdims)
+}
+
+#' @rdname customgrad_ops
+#' @export
+op_efficient_swish <- function(x) customgrad_op("swish", "op_efficient_swish", x)
+
+# 1-based R axes (negative ones count from the end) as keras3 takes them, 0-based for Python.
+as_axis <- function(axis, fn, call = caller_env()) {
+  if (is.null(axis)) return(NULL)
+  if (!is.numeric(axis) || anyNA(axis) || any(axis != round(axis)) || any(axis == 0)) {
+    cg_abort(
+      c("{.arg axis} of {.fn {fn}} must be whole non-zero numbers (1-based axes; -1 is the last).",
+        x = "Received {describe_value(axis)}."),
+      "axis", call = call
+    )
+  }
+  axis <- as.integer(ifelse(axis > 0, axis - 1, axis))
+  if (length(axis) == 1L) axis else do.call(reticulate::tuple, as.list(axis))
+}
+
 # Python's straight_through() wraps a Python function; this one wraps an R function, so it is
 # built from op_custom_gradient() rather than generated.
 #' @rdname customgrad_ops
+#' @importFrom keras3 op_cast
 #' @export
 op_straight_through <- function(fn) {
   if (!is.function(fn)) {
     cg_abort(
       c("{.fn op_straight_through} needs a function of one tensor.",
         x = "Received {describe_value(fn)}."),
-      "customgrad_type_error"
+      "type"
     )
   }
   force(fn)

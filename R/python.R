@@ -1,84 +1,69 @@
-# Finding and starting Python. Nothing here runs at load time: Python starts on first use.
+# The Python side. customgrad declares its Python package with reticulate::py_require() (the wheel
+# shipped in this R package) and otherwise leaves the choice of Python to reticulate and keras3:
+# loading it never starts Python and never sets RETICULATE_PYTHON.
 
 .cg <- new.env(parent = emptyenv())
 
-#' Where the package looks for Python
-#'
-#' The Python interpreter is, in order: the environment variable `CUSTOMGRAD_PYTHON`; an already
-#' set `RETICULATE_PYTHON`; the first `.venv/bin/python` found in the working directory, the
-#' package's installation directory or one of their parents; the environment made by
-#' [install_customgrad()] (`r-customgrad` under [reticulate::virtualenv_root()]).
-#'
-#' @return The path of the Python interpreter, or `NULL` if none was found.
-#' @keywords internal
-#' @noRd
-find_python <- function(starts = c(getwd(), system.file(package = "customgrad"))) {
-  env <- Sys.getenv("CUSTOMGRAD_PYTHON", "")
-  if (nzchar(env)) return(env)
-  env <- Sys.getenv("RETICULATE_PYTHON", "")
-  if (nzchar(env)) return(env)
-  for (start in starts[nzchar(starts)]) {
-    dir <- normalizePath(start, mustWork = FALSE)
-    repeat {
-      candidate <- file.path(dir, ".venv", "bin", "python")
-      if (file.exists(candidate)) return(candidate)
-      parent <- dirname(dir)
-      if (identical(parent, dir)) break
-      dir <- parent
-    }
-  }
-  installed <- file.path(env_path("r-customgrad"), "bin", "python")
-  if (file.exists(installed)) return(installed)
-  NULL
+# The customgrad wheel shipped in inst/python/dist (same version as this R package), or
+# character() in a source tree where scripts/ship_python.sh has not run.
+shipped_wheel <- function() {
+  dir <- system.file("python", "dist", package = "customgrad")
+  if (!nzchar(dir)) return(character())
+  Sys.glob(file.path(dir, "customgrad-*.whl"))
 }
 
-configure_python <- function(call = caller_env()) {
-  if (reticulate::py_available(initialize = FALSE)) return(invisible(TRUE))
-  python <- find_python()
-  if (is.null(python) || !file.exists(python)) {
-    python_missing_error(call)
-  }
-  Sys.setenv(RETICULATE_PYTHON = python)
-  if (!nzchar(Sys.getenv("TF_CPP_MIN_LOG_LEVEL"))) Sys.setenv(TF_CPP_MIN_LOG_LEVEL = "2")
-  reticulate::use_python(python, required = TRUE)
-  invisible(TRUE)
+# The requirement customgrad adds to the session's Python (keras3 adds keras and the backend):
+# the shipped wheel. Once customgrad is on PyPI this becomes its name and version.
+python_requirement <- function() {
+  wheel <- shipped_wheel()
+  if (length(wheel) != 1L) return(NULL)
+  paste0("customgrad @ file://", normalizePath(wheel, winslash = "/"))
 }
 
-python_missing_error <- function(call = caller_env()) {
-  cg_abort(
-    c("customgrad needs Python with keras, a backend and the customgrad Python package.",
-      x = "No Python interpreter was found.",
-      i = "Run {.run customgrad::install_customgrad()} to create one, or set {.envvar CUSTOMGRAD_PYTHON} to a Python that has them."),
-    "python_missing", call = call
-  )
+# A Python chosen by RETICULATE_PYTHON is the user's to provision (reticulate installs nothing in
+# it, and would only warn that the wheel's requirement looks missing), so nothing is declared then.
+declare_python_requirement <- function() {
+  if (nzchar(Sys.getenv("RETICULATE_PYTHON"))) return(invisible(NULL))
+  requirement <- python_requirement()
+  if (!is.null(requirement)) reticulate::py_require(requirement)
+  invisible(requirement)
 }
 
 #' Is Python with customgrad available?
 #'
-#' Used by the examples: `TRUE` when a Python interpreter was found and it can import keras and
-#' customgrad. Starts Python if it is not running yet.
+#' Used by the examples: `TRUE` when the session's Python (whichever reticulate and keras3 chose)
+#' can import keras and customgrad. Starts Python if it is not running yet.
 #'
 #' @return `TRUE` or `FALSE`.
 #' @keywords internal
 #' @noRd
 python_available <- function() {
-  ok <- tryCatch({
-    configure_python()
-    reticulate::py_module_available("keras") && reticulate::py_module_available("customgrad")
-  }, error = function(e) FALSE)
+  ok <- tryCatch(
+    reticulate::py_module_available("keras") && reticulate::py_module_available("customgrad"),
+    error = function(e) FALSE
+  )
   isTRUE(ok)
+}
+
+python_missing_error <- function(parent = NULL, call = caller_env()) {
+  python <- tryCatch(reticulate::py_config()$python, error = function(e) "none")
+  cg_abort(
+    c("customgrad needs its Python package in the session's Python.",
+      x = "The Python in use ({.path {python}}) cannot import {.pkg customgrad}.",
+      i = "Leave {.envvar RETICULATE_PYTHON} unset so that {.fn reticulate::py_require} provides it (as keras3 does), or run {.run customgrad::install_customgrad()} and use that environment."),
+    "python_missing", call = call, parent = parent
+  )
 }
 
 # Lazily imported Python modules (convert = TRUE: tuples become R lists, tensors stay objects).
 py_mod <- function(name) {
   mod <- .cg[[name]]
   if (is.null(mod)) {
-    configure_python()
     mod <- switch(name,
-      keras = reticulate::import("keras"),
-      ops = reticulate::import("keras.ops"),
-      image = reticulate::import("keras.ops.image"),
-      customgrad = reticulate::import("customgrad"),
+      customgrad = tryCatch(reticulate::import("customgrad"), error = function(e) {
+        if (reticulate::py_module_available("customgrad")) stop(e)
+        python_missing_error(e)
+      }),
       bridge = reticulate::import_from_path(
         "customgrad_bridge", system.file("python", package = "customgrad", mustWork = TRUE)
       ),
@@ -90,81 +75,22 @@ py_mod <- function(name) {
   mod
 }
 
-# A function of a Python module, looked up once: through reticulate an attribute lookup costs
-# about as much as the call itself (~0.1 ms), and ops run on every forward and backward.
-py_fn <- function(module, name) {
-  cache <- .cg$fns[[module]]
-  if (is.null(cache)) {
-    cache <- new.env(parent = emptyenv())
-    if (is.null(.cg$fns)) .cg$fns <- new.env(parent = emptyenv())
-    assign(module, cache, envir = .cg$fns)
-  }
-  fn <- cache[[name]]
+# A function of the bridge module, looked up once: through reticulate an attribute lookup costs
+# about as much as the call itself, and these run in every forward.
+bridge_fn <- function(name) {
+  key <- paste0("bridge.", name)
+  fn <- .cg[[key]]
   if (is.null(fn)) {
-    fn <- py_mod(module)[[name]]
-    assign(name, fn, envir = cache)
+    fn <- py_mod("bridge")[[name]]
+    assign(key, fn, envir = .cg)
   }
   fn
 }
 
-# Calls a Python function with a list of arguments (named ones become keywords) and returns what
-# a convert = TRUE handle would, except that a tensor is returned as it is: reticulate's py_to_r()
-# would only re-wrap it, which costs ~40 us a call (a third of a small op). Other results (tuples,
-# lists, numbers, None) are converted by py_to_r() as before.
+# Calls a Python function with a list of arguments (named ones become keywords). A tensor result
+# is returned as it is; other results (tuples, lists, numbers, None) are converted by py_to_r().
 #' @importFrom reticulate py_to_r
 py_invoke <- function(fn, args) {
-  nms <- names(args)
-  res <- if (is.null(nms)) {
-    call_python(fn, args, NULL)
-  } else {
-    named <- nzchar(nms)
-    call_python(fn, unname(args[!named]), args[named])
-  }
-  if (inherits(res, tensor_classes)) res else py_to_r(res)
-}
-
-# call_python(fn, positional, keywords): the C++ entry point behind reticulate::py_call(). Ops hand
-# over ready argument lists, so going around py_call()'s own handling of `...` (splitting names
-# in R, re-checking that Python runs) saves ~15 us of the ~70-100 us a small op costs from R.
-# reticulate 1.28 has it; with a reticulate without it, the handle itself is called.
-call_python <- local({
-  impl <- NULL
-  function(fn, positional, keywords) {
-    if (is.null(impl)) impl <<- find_call_impl()
-    impl(fn, positional, keywords)
-  }
-})
-
-find_call_impl <- function() {
-  ns <- asNamespace("reticulate")
-  if (exists("py_call_impl", envir = ns, inherits = FALSE)) {
-    impl <- get("py_call_impl", envir = ns)
-    if (identical(names(formals(impl)), c("x", "args", "keywords"))) return(impl)
-  }
-  function(fn, positional, keywords) do.call(fn, c(positional, keywords))
-}
-
-#' The active Keras backend
-#'
-#' The backend is chosen by the environment variable `KERAS_BACKEND` before Python starts
-#' (`"jax"`, `"tensorflow"` or `"torch"`); it cannot change afterwards in the same R session.
-#'
-#' @return The backend's name, a string.
-#' @examplesIf customgrad:::python_available()
-#' config_backend()
-#' @export
-config_backend <- function() {
-  with_py_errors(py_mod("keras")$config$backend(), "config_backend")
-}
-
-#' The default float dtype
-#'
-#' R doubles become tensors of this dtype (keras' `floatx`, `"float32"` unless configured).
-#'
-#' @return A string such as `"float32"`.
-#' @examplesIf customgrad:::python_available()
-#' config_floatx()
-#' @export
-config_floatx <- function() {
-  with_py_errors(py_mod("keras")$config$floatx(), "config_floatx")
+  res <- do.call(fn, args)
+  if (inherits(res, "python.builtin.object") && !inherits(res, tensor_classes)) py_to_r(res) else res
 }

@@ -1,9 +1,7 @@
-# Loading the package does not start Python: it only points reticulate at the project's Python
-# (so that reticulate::import() before any customgrad call uses it too). Python starts on the
-# first call that needs it, with the backend named by KERAS_BACKEND.
+# Loading the package starts no Python and sets no environment variable: it declares customgrad's
+# Python package to reticulate (py_require()) and adds the tensor methods keras3 lacks.
 .onLoad <- function(libname, pkgname) {
-  if (reticulate::py_available(initialize = FALSE)) return(invisible())
-  python <- tryCatch(find_python(), error = function(e) NULL)
-  if (!is.null(python) && file.exists(python)) Sys.setenv(RETICULATE_PYTHON = python)
+  declare_python_requirement()
+  register_tensor_methods()
   invisible()
 }

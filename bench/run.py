@@ -197,7 +197,7 @@ def r_bench():
     out = []
     for backend in BACKENDS:
         env = dict(os.environ, KERAS_BACKEND=backend, R_LIBS=str(ROOT / ".Rlib"),
-                   CUSTOMGRAD_PYTHON=sys.executable, **PINNED_ENV)
+                   RETICULATE_PYTHON=sys.executable, **PINNED_ENV)
         proc = subprocess.run(["Rscript", str(script)], env=env, capture_output=True,
                               text=True, timeout=900, cwd=ROOT)
         out += [f"\n#### R on {backend}\n", proc.stdout.strip() or proc.stderr[-2000:]]

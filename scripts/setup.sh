@@ -21,8 +21,13 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# --- R: Debian's R and the r-cran-* packages the R package needs (CRAN is not reachable) ---
-r_pkgs="r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang r-cran-roxygen2 r-cran-jsonlite r-cran-xml2 pandoc"
+# --- R: Debian's R and the r-cran-* packages (and those reticulate and keras3 need) ---
+r_pkgs="r-base-core r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang
+  r-cran-roxygen2 r-cran-jsonlite r-cran-xml2 pandoc
+  r-cran-backports r-cran-base64enc r-cran-fastmap r-cran-generics r-cran-glue r-cran-here
+  r-cran-lifecycle r-cran-magrittr r-cran-matrix r-cran-png r-cran-processx r-cran-rappdirs
+  r-cran-rcpp r-cran-rcpptoml r-cran-rstudioapi r-cran-tidyselect r-cran-whisker r-cran-withr
+  r-cran-yaml r-cran-zeallot"
 missing=""
 for p in $r_pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -34,9 +39,34 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
+# --- reticulate (>= 1.41) and keras3, which Debian lacks, into the project's R library: from CRAN
+# where it is reachable, else from the local CRAN-style repository named by CUSTOMGRAD_CRAN_LOCAL
+# (default: ../shared/cran beside the checkout, where these machines keep one) ---
+mkdir -p .Rlib
+export R_LIBS="$ROOT/.Rlib"
+have_r_stack() {
+  Rscript -e 'ok <- requireNamespace("keras3", quietly = TRUE) &&
+    utils::packageVersion("reticulate") >= "1.41"; quit(status = if (ok) 0 else 1)' >/dev/null 2>&1
+}
+if ! have_r_stack; then
+  cran="https://cloud.r-project.org"
+  if curl -sf --max-time 10 -o /dev/null "$cran/src/contrib/PACKAGES"; then
+    repo="$cran"
+  else
+    local_repo="${CUSTOMGRAD_CRAN_LOCAL:-$ROOT/../shared/cran}"
+    [ -d "$local_repo/src/contrib" ] || { echo "setup: CRAN is not reachable and no local CRAN-style repository was found at $local_repo (set CUSTOMGRAD_CRAN_LOCAL)" >&2; exit 1; }
+    repo="file://$(cd "$local_repo" && pwd)"
+  fi
+  echo "setup: installing reticulate and keras3 from $repo"
+  Rscript -e "install.packages(c('reticulate', 'keras3'), lib = '.Rlib', repos = '$repo', type = 'source', Ncpus = 2, quiet = TRUE)" \
+    >/tmp/customgrad-r-deps.log 2>&1 || { cat /tmp/customgrad-r-deps.log >&2; exit 1; }
+  have_r_stack || { cat /tmp/customgrad-r-deps.log >&2; echo "setup: reticulate/keras3 did not install" >&2; exit 1; }
+  echo "$repo" > .Rlib/.r-stack-repository
+fi
+echo "setup: R stack: $(Rscript -e 'cat(sprintf("reticulate %s, keras3 %s", packageVersion("reticulate"), packageVersion("keras3")))' 2>/dev/null) in .Rlib (from $(cat .Rlib/.r-stack-repository 2>/dev/null || echo 'an earlier set-up'))"
+
 # --- the R package, into a project-local library ---
 if [ -f DESCRIPTION ]; then
-  mkdir -p .Rlib
   rstamp=.Rlib/.customgrad-setup
   rwant=$(cat DESCRIPTION NAMESPACE R/*.R inst/python/*.py $(find python/customgrad -name '*.py' | sort) requirements.txt \
     2>/dev/null | sha256sum | cut -d' ' -f1)

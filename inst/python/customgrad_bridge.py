@@ -1,111 +1,102 @@
-"""The bridge between R (reticulate) and customgrad: array transfer as raw bytes, custom gradients
-whose forward and grad functions are R functions.
+"""The bridge between R (reticulate) and customgrad: custom gradients whose forward and grad
+functions are R functions.
 
-reticulate 1.28 cannot use numpy 2's C API, so arrays travel as bytes: R writes its column-major
-doubles/ints with writeBin, Python reads them with np.frombuffer(order="F"), and back.
+The R grad function reaches Python as a callable whose signature mirrors its R formals (`...` is
+`*args`, formals after `...` are keyword-only, a default stays a default), so that customgrad's
+one upstream rule (`customgrad._convention`) reads it as it reads a Python function. R keeps no
+copy of that rule.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import inspect
+import keyword
+
 import keras
 
 import customgrad
 
-_R_READ = {"double": np.float64, "integer": np.int32, "logical": np.int32,
-           "complex": np.complex128}
+_P = inspect.Parameter
 
 
-def from_r_numpy(buf, dims, rtype):
-    """A numpy array (float64, int32, bool or complex128) from the bytes of an R vector/array.
+class RSignature(inspect.Signature):
+    """A signature that prints as the R function it mirrors: `function(dy1, dy2 = NULL)`."""
 
-    This is what reticulate makes of an R array, and what keras3 hands to an op: keras keeps
-    float64 where the backend has it (jax without x64 makes it float32).
+    __slots__ = ("r_text",)
+
+    def __str__(self):
+        return self.r_text
+
+
+_SIGNATURES: dict = {}  # (formals, has_default) -> RSignature; grad functions repeat every step
+
+
+def r_signature(formals, has_default) -> RSignature:
+    """The Python signature of an R function with these formal names (and defaults).
+
+    >>> str(r_signature(["...", "upstream"], [False, True]))
+    'function(..., upstream = NULL)'
+    >>> r_signature(["...", "upstream"], [False, True]).parameters["upstream"].kind.name
+    'KEYWORD_ONLY'
     """
-    arr = np.frombuffer(buf, dtype=_R_READ[rtype]).reshape(tuple(int(d) for d in dims), order="F")
-    if rtype == "logical":
-        arr = arr != 0
-    return np.ascontiguousarray(arr)
+    key = (tuple(formals), tuple(bool(d) for d in has_default))
+    sig = _SIGNATURES.get(key)
+    if sig is None:
+        params, text, after_dots = [], [], False
+        for i, (name, default) in enumerate(zip(*key)):
+            text.append(name + (" = NULL" if default else ""))
+            if name == "...":
+                params.append(_P("args", _P.VAR_POSITIONAL))
+                after_dots = True
+                continue
+            py_name = name if name.isidentifier() and not keyword.iskeyword(name) else f"arg{i + 1}"
+            kind = _P.KEYWORD_ONLY if after_dots else _P.POSITIONAL_OR_KEYWORD
+            params.append(_P(py_name, kind, default=None if default else _P.empty))
+        sig = RSignature(params)
+        sig.r_text = f"function({', '.join(text)})"
+        _SIGNATURES[key] = sig
+    return sig
 
 
-def from_r(buf, dims, rtype, dtype=None):
-    """A tensor from the bytes of an R vector/array (column-major) with dimensions `dims`."""
-    arr = np.frombuffer(buf, dtype=_R_READ[rtype])
-    dims = tuple(int(d) for d in dims)
-    arr = arr.reshape(dims, order="F")
-    if dtype is None and rtype == "complex":
-        return keras.ops.convert_to_tensor(np.ascontiguousarray(arr))
-    if dtype is None:
-        dtype = {"double": keras.config.floatx(), "integer": "int32", "logical": "bool"}[rtype]
-    if rtype == "logical":
-        arr = arr != 0
-    # One pass: column-major -> row-major and the cast to the target dtype.
-    np_dtype = np.dtype("float32") if dtype == "bfloat16" else np.dtype(dtype)
-    arr = np.array(arr, dtype=np_dtype, order="C")  # keeps 0-d arrays 0-d
-    return keras.ops.convert_to_tensor(arr, dtype=dtype)
+class RGradFn:
+    """An R grad function as customgrad sees it: called with what its R formals ask for."""
 
+    __slots__ = ("r_fn", "__signature__", "__name__", "__qualname__")
 
-def to_r(x):
-    """(bytes, shape, R type, dtype name) for a tensor, column-major as R stores arrays."""
-    if isinstance(x, np.ndarray):
-        arr = x
-    else:
-        arr = np.asarray(keras.ops.convert_to_numpy(x))
-    dtype = str(arr.dtype)
-    if arr.dtype.kind not in "biufc":  # bfloat16 and other ml_dtypes floats
-        arr = arr.astype(np.float64)
-    kind = arr.dtype.kind
-    if kind == "b":
-        rtype, arr = "logical", arr.astype(np.int32)
-    elif kind in "iu" and arr.dtype.itemsize <= 4 and dtype != "uint32":
-        rtype, arr = "integer", arr.astype(np.int32)
-    elif kind in "iuf":
-        rtype, arr = "double", arr.astype(np.float64)
-    elif kind == "c":
-        rtype, arr = "complex", arr.astype(np.complex128)
-    else:
-        raise TypeError(f"customgrad: cannot convert a tensor of dtype {dtype} to an R array")
-    return bytearray(arr.tobytes(order="F")), [int(d) for d in arr.shape], rtype, dtype
+    def __init__(self, r_fn, signature, name):
+        self.r_fn = r_fn
+        self.__signature__ = signature
+        self.__name__ = self.__qualname__ = name
 
-
-def describe(x) -> str:
-    """A short description of a tensor (for print): backend class, dtype and shape."""
-    shape = tuple(getattr(x, "shape", ()))
-    dtype = keras.backend.standardize_dtype(getattr(x, "dtype", None)) if hasattr(x, "dtype") else "?"
-    backend = type(x).__module__.split(".")[0]
-    return f"{backend} tensor, dtype={dtype}, shape={shape}"
-
-
-def is_tensor(x) -> bool:
-    return keras.ops.is_tensor(x) or isinstance(x, keras.Variable)
+    def __call__(self, *args, **kwargs):
+        return self.r_fn(*args, **kwargs)
 
 
 def custom_gradient(r_forward, name="f", forward_mode=False):
     """customgrad.custom_gradient for an R forward.
 
-    `r_forward(*args)` (an R function) returns a list [output, r_grad, wants_upstream];
-    `r_grad(upstreams, upstream, variables)` (an R function) calls the user's R grad function
-    according to its R formals. The Python grad_fn handed to customgrad has a fixed signature, so
-    nothing depends on introspecting an R function from Python. `upstream` is passed to R only when
-    the R grad function takes it: each tensor handed to R costs a conversion.
+    `r_forward(*args)` (an R function) returns `[output, grad]` where grad is either a Python
+    callable (used as it is) or `[r_grad, formals, has_default]`: the R grad function (wrapped so
+    that its result is converted and its errors kept for the R caller) and its formals.
     """
 
     def forward(*args):
-        output, r_grad, wants_upstream = r_forward(*args)
-
-        def grad_fn(*upstreams, upstream=None, variables=None):
-            return r_grad(upstreams, upstream if wants_upstream else None, variables)
-
-        grad_fn.__name__ = grad_fn.__qualname__ = f"{name}.grad"
-        return output, grad_fn
+        output, grad = r_forward(*args)
+        if isinstance(grad, (list, tuple)):
+            r_grad, formals, has_default = grad
+            grad = RGradFn(r_grad, r_signature(formals, has_default), f"{name}.grad")
+        return output, grad
 
     forward.__name__ = forward.__qualname__ = name
     return customgrad.custom_gradient(forward, forward_mode=forward_mode)
 
 
-def call(fn, args, kwargs):
-    """Calls fn(*args, **kwargs) (used for ops with *args / **kwargs)."""
-    return fn(*args, **kwargs)
+def r_function_of(fn):
+    """The capsule of the R function behind a callable reticulate made of it (keras3's and
+    reticulate's `tuple()` convert an R grad function so), or None for any other callable."""
+    if getattr(fn, "__module__", None) != "rpytools.call" or not getattr(fn, "__closure__", None):
+        return None
+    return fn.__closure__[0].cell_contents
 
 
 def shape(x):
@@ -113,74 +104,7 @@ def shape(x):
     return [None if d is None else int(d) for d in tuple(x.shape)]
 
 
-# ---- subsetting with keras3's R semantics (op_subset, `[`): the key arrives 0-based --------------
-
-def _is_basic(item) -> bool:
-    return item is None or item is Ellipsis or isinstance(item, (int, slice))
-
-
-def _is_static(item) -> bool:
-    return _is_basic(item) or isinstance(item, np.ndarray)
-
-
-def _is_bool(x) -> bool:
-    return keras.backend.standardize_dtype(x.dtype) == "bool"
-
-
-def _eager_to_numpy(item):
-    """TensorFlow's eager index tensors as numpy (tf tensors have no advanced indexing)."""
-    if type(item).__name__ == "EagerTensor":
-        return item.numpy()
-    return item
-
-
-def _positions(x, key):
-    """The flat (row-major) positions that key selects from x, or None if key or shape is dynamic."""
-    key = tuple(_eager_to_numpy(k) for k in key)
-    shape = tuple(x.shape)
-    if any(d is None for d in shape) or not all(_is_static(k) for k in key):
-        return None
-    grid = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
-    return np.asarray(grid[key])
-
-
-def subset(x, key):
-    """x[key] with numpy semantics on every backend (TensorFlow tensors lack advanced indexing)."""
-    key = tuple(key)
-    if all(_is_basic(k) for k in key):
-        return x[key]
-    if len(key) == 1 and keras.ops.is_tensor(key[0]) and _is_bool(key[0]):
-        if type(x).__module__.startswith("tensorflow"):
-            import tensorflow as tf
-            return tf.boolean_mask(x, key[0])
-        return x[key[0]]
-    positions = _positions(x, key)
-    if positions is None:
-        return x[key]
-    flat = keras.ops.reshape(x, (-1,))
-    return keras.ops.take(flat, keras.ops.convert_to_tensor(positions.astype(np.int32)))
-
-
-def subset_assign(x, key, value):
-    """A copy of x with x[key] replaced by value (broadcast); a variable is assigned in place."""
-    key = tuple(key)
-    positions = _positions(x, key)
-    if positions is None:
-        if hasattr(x, "at"):  # jax
-            new = x.at[key].set(value)
-        elif keras.backend.backend() == "torch" and hasattr(x, "clone"):
-            new = x.clone()
-            new[key] = keras.ops.convert_to_tensor(value, dtype=new.dtype)
-        else:
-            raise TypeError("this tensor (dynamic shape or tensor index) cannot be assigned into")
-    else:
-        ref = x.value if isinstance(x, keras.Variable) else x
-        flat = keras.ops.reshape(ref, (-1,))
-        values = keras.ops.broadcast_to(keras.ops.cast(value, ref.dtype), positions.shape)
-        new = keras.ops.scatter_update(
-            flat, positions.reshape(-1, 1).astype(np.int32), keras.ops.reshape(values, (-1,)))
-        new = keras.ops.reshape(new, tuple(ref.shape))
-    if isinstance(x, keras.Variable) or type(x).__name__ in ("ResourceVariable", "Variable"):
-        x.assign(new)
-        return x
-    return new
+def describe(x) -> str:
+    """A short description of a tensor: backend, dtype and shape."""
+    dtype = keras.backend.standardize_dtype(x.dtype) if hasattr(x, "dtype") else "?"
+    return f"{type(x).__module__.split('.')[0]} tensor, dtype={dtype}, shape={tuple(shape(x))}"

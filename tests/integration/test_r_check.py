@@ -1,7 +1,7 @@
 """R CMD check of the built tarball, with Python found and the whole testthat suite run.
 
 The tarball is built the way a user gets it (R CMD build, after scripts/setup.sh has shipped the
-Python package into inst/python/dist) and checked with CUSTOMGRAD_PYTHON pointing at the project's
+Python package into inst/python/dist) and checked with RETICULATE_PYTHON pointing at the project's
 venv. One backend runs here, jax: the testthat suite skips nothing there (on torch the trace-only
 test has nothing to test), and test_r_package.py already runs the suite on all three backends.
 The vignettes are not rebuilt here (--no-build-vignettes / --ignore-vignettes): test_r_package.py
@@ -25,13 +25,11 @@ BACKEND = "jax"
 def _env() -> dict:
     env = dict(os.environ)
     # the venv folder may be a link; its bin/python must stay the venv's (not the base Python)
-    env["CUSTOMGRAD_PYTHON"] = str(Path(os.path.realpath(ROOT / ".venv")) / "bin" / "python")
+    env["RETICULATE_PYTHON"] = str(Path(os.path.realpath(ROOT / ".venv")) / "bin" / "python")
     env["KERAS_BACKEND"] = BACKEND
     env["NOT_CRAN"] = "true"  # testthat's snapshot tests run only then
-    env["CUSTOMGRAD_SOURCE"] = str(ROOT)  # for the test that regenerates R/ops-generated.R
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.pop("RETICULATE_PYTHON", None)
-    env.pop("R_LIBS", None)
+    env["R_LIBS"] = str(ROOT / ".Rlib")  # keras3 and reticulate, installed by scripts/setup.sh
     return env
 
 
@@ -94,7 +92,8 @@ def test_r_cmd_check_runs_every_test_with_python(tmp_path):
     assert counts, f"no testthat summary in testthat.Rout:\n{rout[-3000:]}"
     fail, warn, skip, passed = map(int, counts[-1])
     assert fail == 0 and skip == 0, f"testthat under R CMD check: {counts[-1]}\n{rout[-5000:]}"
-    assert passed >= 500, f"only {passed} expectations passed under R CMD check"
+    # ~455 on jax since the copy of keras3's op surface (and its parity tests) went
+    assert passed >= 400, f"only {passed} expectations passed under R CMD check"
 
     # the examples ran against Python (config_backend() printed the backend)
     examples = (rcheck / "customgrad-Ex.Rout").read_text(errors="replace")

@@ -41,10 +41,10 @@ def _env(backend: str) -> dict:
     env["R_LIBS"] = lib + (os.pathsep + env["R_LIBS"] if env.get("R_LIBS") else "")
     env["KERAS_BACKEND"] = backend
     env["NOT_CRAN"] = "true"  # testthat runs its snapshot tests (expect_snapshot) only then
-    # the venv folder may be a link; its bin/python must stay the venv's (not the base Python)
-    env["CUSTOMGRAD_PYTHON"] = str(Path(os.path.realpath(ROOT / ".venv")) / "bin" / "python")
+    # the project venv, chosen the way a keras3 user picks a Python of their own (the venv folder
+    # may be a link; its bin/python must stay the venv's, not the base Python)
+    env["RETICULATE_PYTHON"] = str(Path(os.path.realpath(ROOT / ".venv")) / "bin" / "python")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.pop("RETICULATE_PYTHON", None)
     return env
 
 
@@ -139,3 +139,24 @@ def test_r_vignette_renders(vignette, backend, r_package, tmp_path):
     else:
         assert '#> [1] "customgrad_error_gradient_check"' in text, "the wrong gradient was not caught"
         assert "report$passed\n#> [1] TRUE" in text, "the fixed gradient did not pass"
+
+
+def _readme_r_blocks() -> list:
+    text = (ROOT / "README.md").read_text()
+    return [block.split("```", 1)[0] for block in text.split("```r\n")[1:]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_readme_r_examples_run_with_keras3_attached(backend, r_package, tmp_path):
+    blocks = _readme_r_blocks()
+    assert blocks, "the README has no R example"
+    for i, block in enumerate(blocks):
+        assert "library(keras3)" in block, f"README R block {i + 1} does not attach keras3"
+        code = block
+        if "op_grad(log1pexp)(100)" in block:  # the value the README's comment claims
+            code += "\nstopifnot(identical(as.numeric(op_grad(log1pexp)(100)), 1))"
+        code += '\ncat("\\nREADME-BLOCK-OK\\n")\n'
+        proc = _rscript(code, [], backend, tmp_path)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0 and "README-BLOCK-OK" in out, (
+            f"README R block {i + 1} failed on {backend}:\n{out[-4000:]}")

@@ -3,8 +3,8 @@
 
 skip_without_python <- function() {
   if (!customgrad:::python_available()) {
-    skip(paste("no Python with keras and customgrad was found (set CUSTOMGRAD_PYTHON);",
-               "looked for", customgrad:::find_python() %||% "nothing"))
+    skip(paste("the session's Python cannot import keras and customgrad; RETICULATE_PYTHON is",
+               Sys.getenv("RETICULATE_PYTHON", "unset")))
   }
 }
 
@@ -15,4 +15,17 @@ backend <- function() {
 
 num <- function(x) as.numeric(as.array(x))
 
-dtype_of <- function(x) customgrad:::py_mod("keras")$backend$standardize_dtype(x$dtype)
+dtype_of <- function(x) keras$backend$standardize_dtype(x$dtype)
+
+as_tensor <- function(x, dtype = NULL) op_convert_to_tensor(x, dtype = dtype %||% config_floatx())
+
+# The S3 methods keras3 (with the tensorflow R package) registers for a class, read from their
+# namespaces' S3 tables.
+keras3_registered <- function(cls) {
+  found <- character()
+  for (pkg in c("keras3", "tensorflow")) {
+    table <- getNamespaceInfo(asNamespace(pkg), "S3methods")
+    found <- c(found, table[table[, 2] == cls, 1])
+  }
+  found
+}

@@ -52,7 +52,7 @@ test_that("upstream = and ..1 both carry the upstream gradient (scaled by the lo
     tuple(x * 2, function(..., upstream = NULL) ..1 * 2)
   })
   for (f in list(by_keyword, by_position)) {
-    g <- op_grad(function(x) op_sum(f(x) * c(3, 5)))(c(1, 1))
+    g <- op_grad(function(x) op_sum(f(x) * as_tensor(c(3, 5))))(c(1, 1))
     expect_equal(num(g), c(6, 10))
   }
 })

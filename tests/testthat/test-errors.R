@@ -33,7 +33,9 @@ test_that("errors have the classes ?customgrad_errors documents", {
 })
 
 test_that("the no-Python error points to install_customgrad()", {
-  expect_snapshot(error = TRUE, customgrad:::python_missing_error(call = NULL))
+  mask_python <- function(lines) gsub("'[^']*'", "'<python>'", lines)
+  expect_snapshot(error = TRUE, customgrad:::python_missing_error(call = NULL),
+                  transform = mask_python)
 })
 
 test_that("custom-gradient contract errors name the user's function", {
@@ -44,11 +46,9 @@ test_that("custom-gradient contract errors name the user's function", {
   expect_snapshot(error = TRUE, {
     bare(1)
     no_grad(1)
-    op_grad(two_for_one)(1)
   })
   err <- expect_error(op_grad(two_for_one)(1), class = "customgrad_error_grad_fn_arity")
-  expect_identical(err$n_outputs, 1L)
-  expect_true(is.function(err$grad_fn))
+  expect_match(conditionMessage(err), "function(dy1, dy2)", fixed = TRUE)
 })
 
 test_that("Python's errors reach R in R terms: op_ names, lists, 1-based leaves", {

@@ -1,7 +1,6 @@
 # Every help page renders whole: an unescaped % in roxygen once cut pages short (Rd treats it as
-# a comment), and markdown lists ran together into one paragraph.
+# a comment), a backslash-escaped one showed as `\%||\%`, and markdown lists ran together.
 
-# Renders every page once: its text and the warnings rendering and checkRd() gave.
 render_all <- local({
   cache <- NULL
   function() {
@@ -27,33 +26,27 @@ render_all <- local({
 
 rendered_pages <- function() vapply(render_all(), function(p) p$text, "")
 
-test_that("every help page parses and renders without a warning", {
+test_that("every help page parses and renders without a warning; keras3's ops have none here", {
   pages <- render_all()
-  expect_gt(length(pages), 300)
+  expect_gte(length(pages), 10)
+  expect_false(any(c("op_add.Rd", "op_exp.Rd", "tuple.Rd", "as_tensor.Rd") %in% names(pages)))
   for (name in names(pages)) {
     expect_identical(pages[[name]]$warnings, character(), label = name)
     expect_identical(pages[[name]]$check, character(), label = name)
   }
 })
 
-test_that("the %||% idiom and the lists of op_custom_gradient's page survive rendering", {
-  pages <- rendered_pages()
-  page <- pages[["op_custom_gradient.Rd"]]
+test_that("op_custom_gradient's page shows the %||% idiom without backslashes, and its lists", {
+  page <- rendered_pages()[["op_custom_gradient.Rd"]]
   expect_match(page, "upstream <- upstream %||% ..1", fixed = TRUE)
-  # the ways to write a grad function are list items, one a line, not a run-on paragraph
+  expect_no_match(page, "\\%", fixed = TRUE)
   items <- grepl("^\\s*(\u2022|\\*) ", strsplit(page, "\n")[[1]])
   expect_gte(sum(items), 2)
-  expect_match(pages[["null-default.Rd"]], "upstream %||% ..1", fixed = TRUE)
-  expect_match(pages[["tensor-subset.Rd"]], "x %*% t(x)", fixed = TRUE)
-  # a generated page keeps its lists: keras.ops.dot's five cases, one item each
-  dot <- strsplit(pages[["op_dot.Rd"]], "\n")[[1]]
-  expect_gte(sum(grepl("^\\s*(\u2022|\\*) If ", dot)), 5)
 })
 
 test_that("no page ends early: each keeps its Value and Examples sections", {
   pages <- rendered_pages()
-  with_examples <- c("op_custom_gradient.Rd", "op_subset.Rd", "tensor-subset.Rd", "as_tensor.Rd")
-  for (name in with_examples) {
+  for (name in c("op_custom_gradient.Rd", "op_grad.Rd", "customgrad_ops.Rd", "op_jvp.Rd")) {
     expect_match(pages[[name]], "Examples:", fixed = TRUE, label = name)
     expect_match(pages[[name]], "Value:", fixed = TRUE, label = name)
   }

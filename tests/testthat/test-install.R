@@ -49,30 +49,3 @@ test_that("install_customgrad() rejects a bad backend or envname with classed er
   })
   expect_error(install_customgrad("numpy", dry_run = TRUE), class = "customgrad_error_argument")
 })
-
-test_that("discovery finds the environment install_customgrad() made, after the other places", {
-  old <- Sys.getenv(c("CUSTOMGRAD_PYTHON", "RETICULATE_PYTHON", "WORKON_HOME"), unset = NA)
-  on.exit({
-    for (nm in names(old)) {
-      if (is.na(old[[nm]])) Sys.unsetenv(nm) else do.call(Sys.setenv, as.list(old[nm]))
-    }
-  })
-  root <- tempfile("venvs")
-  python <- file.path(root, "r-customgrad", "bin", "python")
-  dir.create(dirname(python), recursive = TRUE)
-  file.create(python)
-  nowhere <- tempfile("work")
-  dir.create(nowhere)
-  Sys.unsetenv(c("CUSTOMGRAD_PYTHON", "RETICULATE_PYTHON"))
-  Sys.setenv(WORKON_HOME = root)
-  expect_identical(customgrad:::find_python(starts = nowhere), python)
-  # a .venv above the working directory comes first
-  venv <- file.path(nowhere, ".venv", "bin", "python")
-  dir.create(dirname(venv), recursive = TRUE)
-  file.create(venv)
-  expect_identical(customgrad:::find_python(starts = file.path(nowhere)), venv)
-  # and CUSTOMGRAD_PYTHON before everything
-  Sys.setenv(CUSTOMGRAD_PYTHON = "/somewhere/python")
-  expect_identical(customgrad:::find_python(starts = nowhere), "/somewhere/python")
-  unlink(c(root, nowhere), recursive = TRUE)
-})

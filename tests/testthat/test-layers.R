@@ -3,7 +3,7 @@
 # gradients they define (training with fit() is in test-training.R).
 
 grad_through <- function(layer, x, w = c(1, 2, 3)) {
-  op_grad(function(x) op_sum(layer(x) * w))(x)
+  op_grad(function(x) op_sum(layer(x) * as_tensor(w)))(x)
 }
 
 test_that("each layer is the identity forward and changes only the gradient", {

@@ -1,24 +1,16 @@
-test_that("Ops on tensors: arithmetic and comparisons with tensors and R numbers", {
+# The tensor methods customgrad adds where keras3 registers none (?customgrad, "Tensor methods
+# customgrad adds"), and the proof that it replaces none of keras3's.
+
+test_that("as.numeric(), as.integer(), as.logical() and dim() work on every backend's tensors", {
   skip_without_python()
-  x <- as_tensor(c(1, 2, 3))
-  y <- as_tensor(c(4, 5, 6))
-  expect_equal(num(x + y), c(5, 7, 9))
-  expect_equal(num(1 + x), c(2, 3, 4))
-  expect_equal(num(x - 1), c(0, 1, 2))
-  expect_equal(num(-x), c(-1, -2, -3))
-  expect_equal(num(x * y), c(4, 10, 18))
-  expect_equal(num(y / x), c(4, 2.5, 2))
-  expect_equal(num(x^2), c(1, 4, 9))
-  expect_equal(num(y %% x), c(0, 1, 0))
-  expect_equal(num(y %/% x), c(4, 2, 2))
-  expect_identical(as.logical(x > 1), c(FALSE, TRUE, TRUE))
-  expect_identical(as.logical(x == c(1, 0, 3)), c(TRUE, FALSE, TRUE))
-  expect_identical(as.logical(x != 2), c(TRUE, FALSE, TRUE))
-  expect_identical(as.logical(x <= 2 & x >= 2), c(FALSE, TRUE, FALSE))
-  expect_identical(as.logical(!(x > 1) | x == 3), c(TRUE, FALSE, TRUE))
-  expect_equal(dtype_of(1 + x), config_floatx())
-  x64 <- as_tensor(c(1, 2), dtype = "float16")
-  expect_equal(dtype_of(x64 * 2), "float16")  # R numbers are weakly typed
+  x <- as_tensor(matrix(c(1, 2, 3, 4, 5, 6), 2))
+  expect_identical(sort(as.numeric(x)), c(1, 2, 3, 4, 5, 6))
+  expect_identical(sort(as.integer(x)), 1:6)
+  expect_identical(sum(as.logical(x > 3)), 3L)
+  expect_identical(dim(x), c(2L, 3L))
+  v <- keras$Variable(c(1, 2))
+  expect_identical(as.numeric(v), c(1, 2))
+  expect_identical(dim(v), 2L)
 })
 
 test_that("Math and Summary groups on tensors", {
@@ -29,49 +21,28 @@ test_that("Math and Summary groups on tensors", {
   expect_equal(num(log(x)), log(v), tolerance = 1e-6)
   expect_equal(num(log(x, base = 2)), log2(v), tolerance = 1e-6)
   expect_equal(num(sqrt(x)), sqrt(v), tolerance = 1e-6)
-  expect_equal(num(abs(-x)), v)
-  expect_equal(num(sin(x)), sin(v), tolerance = 1e-6)
   expect_equal(num(tanh(x)), tanh(v), tolerance = 1e-6)
   expect_equal(num(floor(x)), floor(v))
-  expect_equal(num(ceiling(x)), ceiling(v))
   expect_equal(num(cumsum(x)), cumsum(v))
-  expect_equal(num(round(x * 1.26, 1)), round(v * 1.26, 1), tolerance = 1e-6)
   expect_equal(num(sum(x)), sum(v))
-  expect_equal(num(prod(x)), prod(v))
   expect_equal(num(max(x)), 2)
-  expect_equal(num(min(x)), 0.5)
-  expect_equal(num(range(x)), c(0.5, 2))
-  expect_equal(num(sum(x, x)), 2 * sum(v))
-  expect_true(as.logical(any(x > 1.5)))
-  expect_false(as.logical(all(x > 1.5)))
-  expect_error(gamma(x), class = "customgrad_type_error")
+  expect_equal(num(prod(x)), prod(v))
+  # inside op_grad (jax tracers, torch tensors under autograd) too
+  expect_equal(num(op_grad(function(x) sum(exp(x)))(v)), exp(v), tolerance = 1e-5)
 })
 
-test_that("methods work on tracers inside gradients (jax tracers, tf symbolic, torch autograd)", {
+test_that("customgrad registered no method over one of keras3's", {
   skip_without_python()
-  f <- function(x) sum(exp(x) * 2 + x^2 - log(x))
-  g <- op_grad(f)(c(1, 2))
-  v <- c(1, 2)
-  expect_equal(num(g), exp(v) * 2 + 2 * v - 1 / v, tolerance = 1e-5)
-})
-
-test_that("print and dim show the tensor", {
-  skip_without_python()
-  x <- as_tensor(matrix(1, 2, 3))
-  out <- capture.output(print(x))
-  expect_true(any(grepl("2, 3", out, fixed = TRUE)))
-  expect_identical(dim(x), c(2L, 3L))
-  expect_output(print(tuple(1, 2)), "tuple of 2")
-})
-
-test_that("%||%, tuple and %as% are available", {
-  expect_identical(NULL %||% 2, 2)
-  expect_identical(1 %||% 2, 1)
-  t <- tuple(1, "a")
-  expect_s3_class(t, "customgrad_tuple")
-  expect_identical(t[[2]], "a")
-  expect_true(is.function(`%as%`))
-  skip_without_python()
-  py <- reticulate::r_to_py(tuple(1, 2))
-  expect_s3_class(py, "python.builtin.tuple")
+  for (cls in names(customgrad:::tensor_method_table)) {
+    for (generic in customgrad:::tensor_method_table[[cls]]) {
+      method <- utils::getS3method(generic, cls, optional = TRUE)
+      if (is.null(method)) next
+      # a method of this class is either keras3's/tensorflow's, or customgrad's own
+      owner <- environmentName(environment(method))
+      expect_true(owner %in% c("customgrad", "keras3", "tensorflow"), label = paste(generic, cls))
+      if (owner == "customgrad") {
+        expect_false(generic %in% keras3_registered(cls), label = paste(generic, cls))
+      }
+    }
+  }
 })

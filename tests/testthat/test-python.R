@@ -1,21 +1,29 @@
-test_that("loading the package does not start Python, but points reticulate at the project's Python", {
-  skip_without_python()
+# Loading customgrad starts no Python, sets no environment variable and declares its Python
+# package to reticulate (py_require()), as keras3 does for keras.
+
+run_r <- function(code, env = character()) {
   rscript <- file.path(R.home("bin"), "Rscript")
-  code <- paste(
+  libs <- paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep))
+  system2(rscript, c("-e", shQuote(paste(code, collapse = "; "))), stdout = TRUE, stderr = TRUE,
+          env = c(libs, env))
+}
+
+test_that("loading customgrad neither starts Python nor sets RETICULATE_PYTHON", {
+  out <- run_r(c(
+    "Sys.unsetenv('RETICULATE_PYTHON')",
     "suppressPackageStartupMessages(library(customgrad))",
-    "started <- reticulate::py_available(initialize = FALSE)",
-    "keras <- reticulate::import('keras')",
-    "cat('started-at-load:', started, '\\n')",
-    "cat('python:', reticulate::py_config()$python, '\\n')",
-    sep = "; "
-  )
-  out <- system2(rscript, c("-e", shQuote(code)), stdout = TRUE, stderr = TRUE,
-                 env = paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)))
-  expect_true(any(grepl("started-at-load: FALSE", out, fixed = TRUE)), label = paste(out, collapse = "\n"))
-  expect_true(any(grepl(customgrad:::find_python(), out, fixed = TRUE)), label = paste(out, collapse = "\n"))
+    "cat('started:', reticulate::py_available(initialize = FALSE), '\\n')",
+    "cat('set:', nzchar(Sys.getenv('RETICULATE_PYTHON')), '\\n')",
+    "req <- reticulate::py_require()$packages",
+    "cat('declared:', any(grepl('customgrad @ file://', req, fixed = TRUE)), '\\n')"
+  ))
+  text <- paste(out, collapse = "\n")
+  expect_match(text, "started: FALSE", fixed = TRUE)
+  expect_match(text, "set: FALSE", fixed = TRUE)
+  expect_match(text, "declared: TRUE", fixed = TRUE)
 })
 
-test_that("config_backend() names the backend chosen by KERAS_BACKEND", {
+test_that("config_backend() (keras3's) names the backend chosen by KERAS_BACKEND", {
   b <- backend()
   expected <- Sys.getenv("KERAS_BACKEND")
   if (nzchar(expected)) expect_identical(b, expected) else expect_true(b %in% c("jax", "tensorflow", "torch"))
