@@ -8,6 +8,7 @@ arguments and on the values of the keras.Variables f read, and applies the upstr
 from __future__ import annotations
 
 import functools
+import threading
 
 import keras
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
@@ -27,7 +28,8 @@ def remat(f):
     get no gradient, as with `custom_gradient`). The trainable keras.Variables f reads (a layer's
     weights) get their gradients. f is called twice per forward+backward, so it must compute the
     same thing both times: random ops must draw from a seed passed in, not from a generator whose
-    state advances on each call.
+    state advances on each call. A remat function called while another one recomputes its
+    forward runs as plain f there (the outer recomputation is differentiated as a whole).
 
     Example:
         >>> import keras, customgrad
@@ -50,8 +52,12 @@ def remat(f):
         variables_read, raw_values = list(rec.variables), list(rec.raw_values)
 
         def replay(args, values):
-            with _variables_bound(variables_read, values):
-                return f(*args, **kwargs)
+            _replaying.depth = getattr(_replaying, "depth", 0) + 1
+            try:
+                with _variables_bound(variables_read, values):
+                    return f(*args, **kwargs)
+            finally:
+                _replaying.depth -= 1
 
         def grad_fn(*_, upstream, variables=None):
             primals = _recompute_inputs((args, raw_values))
@@ -70,8 +76,21 @@ def remat(f):
         return output, grad_fn
 
     decorated = custom_gradient(recomputed)
-    decorated.__customgrad_remat__ = f
-    return decorated
+
+    @functools.wraps(f)
+    def remat_f(*args, **kwargs):
+        # Inside another remat function's recomputation, f runs plain: that recomputation is
+        # differentiated as a whole, and a custom gradient inside it would read the keras.Variables
+        # bound to its inputs, whose gradients tensorflow's compiled custom gradients drop.
+        if getattr(_replaying, "depth", 0):
+            return f(*args, **kwargs)
+        return decorated(*args, **kwargs)
+
+    remat_f.__customgrad_remat__ = f
+    return remat_f
+
+
+_replaying = threading.local()  # depth: how many recomputations are running on this thread
 
 
 class _variables_bound(keras.StatelessScope):
