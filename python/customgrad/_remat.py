@@ -13,7 +13,7 @@ import threading
 import keras
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
-from . import _messages as msg
+from . import _messages as msg, _tree
 from ._autodiff import vjp
 from ._core import custom_gradient
 from ._variables import recording, variable_name
@@ -55,9 +55,14 @@ def remat(f):
             _replaying.depth = getattr(_replaying, "depth", 0) + 1
             try:
                 with _variables_bound(variables_read, values):
-                    return f(*args, **kwargs)
+                    result = f(*args, **kwargs)
             finally:
                 _replaying.depth -= 1
+            # numbers among the outputs become tensors, as they do in the forward (an int
+            # output, a count say, gets None as its upstream gradient)
+            return _tree.unflatten(result, [
+                keras.ops.convert_to_tensor(leaf) if isinstance(leaf, (bool, int, float)) else leaf
+                for leaf in _tree.flatten(result)])
 
         def grad_fn(*_, upstream, variables=None):
             primals = _recompute_inputs((args, raw_values))

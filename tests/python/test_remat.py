@@ -317,3 +317,22 @@ def test_a_framework_variable_read_by_f_is_refused_not_left_without_gradient():
     x = t([1.0, 1.0])
     with pytest.raises(CustomGradientError, match="which are not keras.Variables"):
         gradients(f, (x,), {}, "eager")
+
+
+def test_structured_outputs_get_their_upstream_gradients():
+    def f(x, w):
+        h = ops.tanh(ops.matmul(x, w))
+        return h, {"squares": h * h, "count": ops.shape(h)[0]}
+
+    def loss(fn):
+        def scalar(x, w):
+            h, extra = fn(x, w)
+            return ops.sum(h) + 2.0 * ops.sum(extra["squares"])
+
+        return scalar
+
+    x, w = inputs()
+    got = gradients(loss(customgrad.remat(f)), (x, w), {}, "eager")
+    expected = gradients(loss(f), (x, w), {}, "eager")
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(npy(g), npy(e), rtol=1e-5, atol=1e-6)
