@@ -117,18 +117,19 @@ def _recompute_inputs(primals):
     through the forward's graph (its inputs still require grad there), keeping a graph of the
     gradient, unless the backward itself is being differentiated (create_graph=True)."""
     backend = keras.backend.backend()
+    leaves = _tree.flatten(primals)
     if backend == "jax":
         import jax
 
-        leaves, tree = jax.tree_util.tree_flatten(primals)
         arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
         for i, leaf in zip(arrays, jax.lax.optimization_barrier([leaves[i] for i in arrays])):
             leaves[i] = leaf
-        return jax.tree_util.tree_unflatten(tree, leaves)
-    if backend == "torch":
+    elif backend == "torch":
         import torch
 
-        if not torch.is_grad_enabled():
-            return torch.utils._pytree.tree_map(
-                lambda v: v.detach() if isinstance(v, torch.Tensor) else v, primals)
-    return primals
+        if torch.is_grad_enabled():
+            return primals
+        leaves = [leaf.detach() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+    else:
+        return primals
+    return _tree.unflatten(primals, leaves)
