@@ -14,10 +14,9 @@ from ._remat import remat
 # package that re-exports it (`keras.src.ops`, which quantizers.py and the int8/int4/float8 paths
 # of Dense and EinsumDense call as `ops.custom_gradient`), and the two public API modules.
 OPS_BINDINGS = ("keras.src.ops.core", "keras.src.ops", "keras.ops", "keras._tf_keras.keras.ops")
-# The active backend's `core` module (keras.src.backend.core): `custom_gradient`, which the
+# Also the active backend's `core` module (keras.src.backend.core): `custom_gradient`, which the
 # original keras.ops.custom_gradient calls (so a reference taken before patching is covered too),
 # and on tensorflow `remat`, which keras.remat and keras.RematScope call.
-BACKEND_CORE = "keras.src.backend.core"
 
 _originals: dict = {}  # (module, attribute) -> the object Keras had there, while patched
 
