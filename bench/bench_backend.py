@@ -11,6 +11,8 @@ Prints one JSON object per line: {"metric", "fn", "kind", ...numbers or "error"}
   retained_memory memory held between forward and backward (outputs + what autodiff keeps)
   compiled_program instructions in the optimized XLA program of the compiled forward+backward
                   (jax.jit, tf.function(jit_compile=True)): exact where timings are noisy
+  remat_memory    peak memory of one forward+backward through DEPTH layers (impls.remat_layer),
+                  each plain and each wrapped in customgrad.remat, measured as peak_memory is
 Implementations are interleaved round by round; each number is a median with min and max.
 """
 
@@ -36,7 +38,7 @@ KINDS = ["autodiff", "native", "keras", "customgrad"]
 # timed in eager mode only: the native mechanism on the backend's own ops (no keras.ops dispatch)
 EAGER_KINDS = KINDS + ["native_raw", "floor"]  # floor: torch only (see impls)
 METRICS = ["eager_tiny", "eager_large", "compiled_large", "peak_memory", "peak_memory_stack",
-           "retained_memory", "compiled_program"]
+           "retained_memory", "compiled_program", "remat_memory"]
 DEPTH = 16  # calls in the stack of peak_memory_stack
 
 
@@ -203,6 +205,32 @@ def peak_memory(fn_name, n, repeats=3, depth=1):
              min=min(peaks), max=max(peaks), n=n, depth=depth)
 
 
+def remat_memory(n, repeats=3):
+    """The peak memory of a DEPTH-deep stack of impls.remat_layer, plain and with customgrad.remat
+    around each layer, interleaved round by round (the row shows what remat saves)."""
+    layers = impls.remat_implementations()
+    steps = {kind: impls.grad_step(chain_of(layer, DEPTH), 1) for kind, layer in layers.items()}
+    small = inputs(64, 1)
+    (expected,), (got,) = (steps[kind](*small) for kind in ("plain", "remat"))
+    if not np.allclose(impls.ops.convert_to_numpy(got), impls.ops.convert_to_numpy(expected),
+                       rtol=1e-5, atol=1e-6):
+        raise AssertionError("customgrad.remat gives different gradients from the plain stack")
+    xs = inputs(n, 1)
+    peaks = {kind: [] for kind in steps}
+    try:
+        for _ in range(repeats):
+            for kind, step in steps.items():
+                gc.collect()
+                peaks[kind].append(_peak_of(step, xs))
+    except RuntimeError as e:  # not measurable here (jax on a GPU): recorded, never hidden
+        for kind in steps:
+            emit(metric="remat_memory", fn="remat_layer", kind=kind, error=str(e))
+        return
+    for kind, values in peaks.items():
+        emit(metric="remat_memory", fn="remat_layer", kind=kind, median=statistics.median(values),
+             min=min(values), max=max(values), n=n, depth=DEPTH)
+
+
 def retained_memory(fn_name, n, repeats=3):
     """MiB held between the forward and the backward (outputs plus what autodiff keeps for the
     backward): what a custom gradient that recomputes instead of storing saves."""
@@ -315,6 +343,8 @@ def main():
     parser.add_argument("--memory", type=int, default=24, help="log2 of the memory input size")
     parser.add_argument("--stack-memory", type=int, default=22,
                         help="log2 of the input size of the peak_memory_stack metric")
+    parser.add_argument("--remat-memory", type=int, default=20,
+                        help="log2 of the input size of the remat_memory metric")
     parser.add_argument("--only", default=",".join(METRICS),
                         help="comma-separated metrics to run (default: all)")
     args = parser.parse_args()
@@ -325,6 +355,8 @@ def main():
     large = 2 ** (16 if quick else args.large)
     memory = 2 ** (16 if quick else args.memory)
     stack_memory = 2 ** (16 if quick else args.stack_memory)
+    if "remat_memory" in only:
+        remat_memory(2 ** (18 if quick else args.remat_memory), 1 if quick else 3)
     for fn_name in ("softplus", "swish", "three"):
         if "eager_tiny" in only:
             timed("eager_tiny", fn_name, False, 8, 3 if quick else 30, 20 if quick else 100, 1e6)

@@ -317,6 +317,20 @@ def implementations():
 N_INPUTS = {"softplus": 1, "swish": 1, "three": 3}
 
 
+def remat_layer(x):
+    """One layer of the remat row: a wide elementwise block whose intermediates plain autodiff
+    keeps for the backward (customgrad.remat keeps its input and recomputes them)."""
+    h = ops.tanh(x)
+    h = h * ops.sigmoid(h)
+    h = ops.sin(h) * ops.cos(h)
+    return ops.tanh(h + x)
+
+
+def remat_implementations():
+    """{kind: layer} for the remat row: the layer as it is, and wrapped in customgrad.remat."""
+    return {"plain": remat_layer, "remat": customgrad.remat(remat_layer)}
+
+
 def loss_of(fn):
     """A scalar loss: the sum of every output."""
 

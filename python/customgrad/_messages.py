@@ -459,3 +459,19 @@ def quantizer_range(min_value, max_value) -> ValueError:
     return ValueError(
         f"customgrad.layers.StraightThroughQuantizer: max_value must be > min_value; received "
         f"min_value={min_value!r}, max_value={max_value!r}.")
+
+
+# -- remat and patch_keras -----------------------------------------------------------------------
+
+def remat_not_callable(f) -> TypeError:
+    return TypeError(
+        f"customgrad.remat: expected a callable f(*args, **kwargs) whose forward is recomputed in "
+        f"the backward; received {_tree.describe(f)}.")
+
+
+def remat_framework_variables(f, names: list) -> CustomGradientError:
+    return CustomGradientError(
+        f"customgrad.remat: `{fn_name(f)}` read the trainable variables {names}, which are not "
+        f"keras.Variables; the recomputation can give gradients to f's positional arguments and "
+        f"to the keras.Variables it reads only. Pass them to f as arguments, or make them "
+        f"keras.Variables.")

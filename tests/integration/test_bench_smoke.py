@@ -34,6 +34,9 @@ def test_bench_quick_run_prints_ratios_and_verdicts(tmp_path):
     # keras.ops.custom_gradient cannot do 3 inputs / 2 outputs on torch; customgrad can
     assert "fails: TypeError" in text
     assert "customgrad fails" not in text
+    # the remat row: a 16-deep stack with and without customgrad.remat, and their ratio
+    assert "### remat_memory" in text
+    assert "remat: a 16-deep stack peaks at <= 0.5x its peak without remat: torch" in text
 
 
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])

@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["customgrad._core", "customgrad._call", "customgrad._messages", "customgrad._spec", "customgrad.ops", "customgrad.layers", "customgrad._autodiff", "customgrad._checker", "customgrad._tree",
-           "customgrad._convention", "customgrad._variables", "customgrad"]
+           "customgrad._convention", "customgrad._variables", "customgrad._remat",
+           "customgrad._patch_keras", "customgrad"]
 
 
 @pytest.mark.autodiff

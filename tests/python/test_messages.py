@@ -590,3 +590,17 @@ def test_quantizer_range():
         'customgrad.layers.StraightThroughQuantizer: max_value must be > min_value; received '
         'min_value=1.0, max_value=0.0.'
     ))
+
+
+def test_remat_not_callable():
+    _pin(msg.remat_not_callable(3), TypeError, (
+        "customgrad.remat: expected a callable f(*args, **kwargs) whose forward is recomputed in "
+        "the backward; received an int."))
+
+
+def test_remat_framework_variables():
+    _pin(msg.remat_framework_variables(f, ["w:0"]), CustomGradientError, (
+        "customgrad.remat: `f` read the trainable variables ['w:0'], which are not "
+        "keras.Variables; the recomputation can give gradients to f's positional arguments and "
+        "to the keras.Variables it reads only. Pass them to f as arguments, or make them "
+        "keras.Variables."))
