@@ -355,8 +355,10 @@ def call(arguments):
         tape_inputs = [_component(v) for v in tape_inputs]
     # When a single non-persistent tape watches the inputs, nothing will ever differentiate
     # grad_fn, so the tape need not keep f's intermediates (tf.custom_gradient records them all:
-    # 1.25x the memory of plain autodiff for a recomputing swish). Under nested or persistent
-    # tapes they stay recorded, so second derivatives through grad_fn's closure stay correct.
+    # 1.25x the memory of plain autodiff for a recomputing swish): f then runs on `_unwatched`
+    # copies of the inputs. Under nested or persistent tapes f runs on the inputs themselves and
+    # its intermediates stay recorded, so second derivatives through grad_fn's closure stay
+    # correct.
     gradient_types = gradients_util.PossibleTapeGradientTypes(tape_inputs)
     first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
@@ -370,10 +372,11 @@ def call(arguments):
 
     @tf.custom_gradient
     def forward(*tensors):
+        if first_order_only:
+            tensors = _unwatched(tensors)
         if composite_inputs:
             tensors = [_with_component(v, t) for v, t in zip(values, tensors)]
-        quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-        with record.VariableWatcher() as watcher, recording() as rec, quiet:
+        with record.VariableWatcher() as watcher, recording() as rec:
             output, out_leaves, backward = arguments.forward(tensors)
         _refuse_other_composite_outputs(arguments.f, output, out_leaves)
         if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
@@ -402,6 +405,23 @@ def call(arguments):
                              for s, o in zip(backward.output_specs, outputs)])
 
 
+def _unwatched(tensors) -> list:
+    """The tensors (flat components), as new tensors that no tape or accumulator watches (the
+    same buffers: an identity copies nothing).
+
+    f runs on them where nothing will differentiate its intermediates: the tapes that watch the
+    call's inputs do not record f's operations on them, while a tape f opens itself and watches
+    them with records them as it does under tf.custom_gradient. (Stopping all recording while f
+    runs would silence that tape too: TensorFlow stops every tape on the thread at once, and has
+    no API that lists the tapes to stop only those.) Variables f reads are still seen by the
+    tapes that watch accessed variables, as under tf.custom_gradient; what they record of f is
+    dropped when f's tensors go, and never reaches the gradient, which comes from grad_fn.
+    """
+    with record.stop_recording():
+        # the raw op: tf.identity's dispatch costs as much again as the op itself
+        return [tf.raw_ops.Identity(input=t) for t in tensors]
+
+
 def _tf_grad_fn(backward_fn, var_values):
     """The grad function handed to tf.custom_gradient: `backward_fn(cotangents)` returns (input
     gradients, gradients of `var_values`, the variables f read)."""
@@ -426,9 +446,11 @@ def _call_eager(arguments, tape_inputs, first_order_only):
         output, out_leaves = arguments.output(arguments.tensor_values)
         _refuse_other_composite_outputs(f, output, out_leaves)
         return output
-    quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-    with record.VariableWatcher() as watcher, recording() as rec, quiet:
-        output, out_leaves, backward = arguments.forward(arguments.tensor_values)
+    values = arguments.tensor_values
+    if first_order_only:
+        values = [_with_component(v, t) for v, t in zip(values, _unwatched(tape_inputs))]
+    with record.VariableWatcher() as watcher, recording() as rec:
+        output, out_leaves, backward = arguments.forward(values)
     _refuse_other_composite_outputs(f, output, out_leaves)
     if _has_tangents(tape_inputs):
         _check_linear(backward, out_leaves, concrete=True)
@@ -521,8 +543,8 @@ def _call_graph_forward_mode(arguments):
 
 
 def _loss_error(f):
-    # f ran unrecorded (or inside tf.custom_gradient's graph function): a loss it added has no
-    # path to the inputs, so its gradient would be silently zero
+    # f ran on unwatched copies of the inputs (or inside tf.custom_gradient's graph function): a
+    # loss it added has no path to the inputs, so its gradient would be silently zero
     return msg.loss_in_forward(
         f, "on tensorflow the ops of f are not recorded for the gradient tape that watches "
         "it, so that loss would get no gradient")
