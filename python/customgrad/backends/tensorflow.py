@@ -323,7 +323,8 @@ def _variables_read(rec, watcher, arguments) -> tuple[list, list]:
     floating-point keras.Variables Keras recorded (`rec`), in the order of their first read, then
     the trainable floating-point tf.Variables (a tf.Module's, or any other) TensorFlow's variable
     watcher saw, as tf.custom_gradient finds them. A tf.Variable's raw value is itself, and a
-    tf.Variable passed to f as an argument is no hidden read.
+    tf.Variable passed to f as an argument is no hidden read. grad_fn gets the variables as they
+    are: a keras.Variable, not the tf.Variable it holds (see `_backward`).
 
     >>> import tensorflow as tf
     >>> v = tf.Variable(2.0)
@@ -386,8 +387,8 @@ def call(arguments):
         captured["backward"] = backward
 
         def backward_fn(cotangents):
-            input_grads, var_grads = backward(
-                _upstream_leaves(backward, cotangents), variables, var_values)
+            input_grads, var_grads = _backward(
+                backward, _upstream_leaves(backward, cotangents), variables, var_values)
             return [_component(g) for g in input_grads], var_grads
 
         return out_leaves, _tf_grad_fn(backward_fn, var_values)
@@ -420,6 +421,27 @@ def _unwatched(tensors) -> list:
     with record.stop_recording():
         # the raw op: tf.identity's dispatch costs as much again as the op itself
         return [tf.raw_ops.Identity(input=t) for t in tensors]
+
+
+def _backward(backward, cotangents, variables, var_values):
+    """backward(cotangents, variables, var_values): grad_fn's call.
+
+    `variables` holds the keras.Variables f read as they are, the objects a backend-agnostic
+    grad_fn compares with its layer's own (`variables == [self.kernel]`), where
+    tf.custom_gradient passes the tf.Variables they hold, the objects TensorFlow's APIs take
+    (GradientTape.watch, `.ref()` compared with `tape.watched_variables()`). No object is both,
+    and nothing tells which kind of code a grad_fn is: code written for tf.custom_gradient
+    that trips on a keras.Variable gets a CustomGradientError that says so, caused by the
+    original error.
+    """
+    try:
+        return backward(cotangents, variables, var_values)
+    except (TypeError, AttributeError, ValueError) as error:
+        names = [v.path for v in variables if isinstance(v, keras.Variable)]
+        # Python's and TensorFlow's words for a keras.Variable where a tf.Variable was expected
+        if names and "'Variable'" in str(error) and not isinstance(error, CustomGradientError):
+            raise msg.tf_keras_variables_in_grad_fn(backward.f, error, names) from error
+        raise
 
 
 def _tf_grad_fn(backward_fn, var_values):
@@ -469,8 +491,8 @@ def _call_eager(arguments, tape_inputs, first_order_only):
     inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in var_values]
 
     def backward_fn(*cotangents):
-        input_grads, var_grads = backward(
-            _upstream_leaves(backward, cotangents), variables, var_values)
+        input_grads, var_grads = _backward(
+            backward, _upstream_leaves(backward, cotangents), variables, var_values)
         return [_component(g) for g in input_grads] + (var_grads or [None] * len(variables))
 
     record.record_operation(f"customgrad_{msg.fn_name(f)}", outputs, inputs, backward_fn)
@@ -521,7 +543,7 @@ def _call_graph_forward_mode(arguments):
                         out_leaves=out_leaves)
 
         def backward_fn(cotangents):
-            return backward(cotangents, variables, var_values)
+            return _backward(backward, cotangents, variables, var_values)
 
         return out_leaves, _tf_grad_fn(backward_fn, var_values)
 
@@ -534,7 +556,7 @@ def _call_graph_forward_mode(arguments):
     inputs = list(arguments.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
 
     def backward_fn(*cotangents):
-        input_grads, var_grads = backward(cotangents, variables, var_values)
+        input_grads, var_grads = _backward(backward, cotangents, variables, var_values)
         return input_grads + (var_grads or [None] * len(variables))
 
     record.record_operation(f"customgrad_{msg.fn_name(arguments.f)}", outputs, inputs,
