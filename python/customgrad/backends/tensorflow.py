@@ -418,9 +418,13 @@ def _unwatched(tensors) -> list:
     tapes that watch accessed variables, as under tf.custom_gradient; what they record of f is
     dropped when f's tensors go, and never reaches the gradient, which comes from grad_fn.
     """
+    if not tensors:
+        return []
+    # raw ops, one for all: tf.identity's dispatch costs as much again as the op itself
     with record.stop_recording():
-        # the raw op: tf.identity's dispatch costs as much again as the op itself
-        return [tf.raw_ops.Identity(input=t) for t in tensors]
+        if len(tensors) == 1:
+            return [tf.raw_ops.Identity(input=tensors[0])]
+        return tf.raw_ops.IdentityN(input=list(tensors))
 
 
 def _backward(backward, cotangents, variables, var_values):
