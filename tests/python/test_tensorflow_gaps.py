@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.backends("tensorflow"), pytest.mark.autodiff]
 if BACKEND == "tensorflow":
     import tensorflow as tf
 
-MODES = ["eager", "tf.function"]
+MODES = ["eager", "tf.function", "jit_compile"]
 
 
 def decorators():
@@ -26,8 +26,10 @@ def decorators():
 
 
 def run(mode, fn, *args):
-    """fn(*args) eagerly, or traced into a tf.function and run."""
-    return (tf.function(fn, autograph=False) if mode == "tf.function" else fn)(*args)
+    """fn(*args) eagerly, or traced into a tf.function (compiled with XLA for "jit_compile")."""
+    if mode == "eager":
+        return fn(*args)
+    return tf.function(fn, autograph=False, jit_compile=mode == "jit_compile")(*args)
 
 
 def cube_and_log1pexp(decorator, seen):
