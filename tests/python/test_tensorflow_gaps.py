@@ -1,6 +1,8 @@
 """Code written for tf.custom_gradient, run with `customgrad.custom_gradient` in its place, where
 the two used to differ (issue 23): a GradientTape that f opens itself, and the variables handed to
-grad_fn. Each case runs the same code under both decorators and expects the same result."""
+grad_fn. Where they should agree, a case runs the same code under both decorators and expects the
+same result. Still open: grad_fns written for tf.custom_gradient that call `.ref()` or
+GradientTape.watch on the keras.Variables f read (a strict xfail below)."""
 
 import gc
 import weakref
