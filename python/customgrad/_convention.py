@@ -10,7 +10,11 @@ How upstream gradients arrive:
   * outputs the loss does not use arrive as zeros of their shape and dtype; non-float outputs
     (integer, bool) arrive as None;
   * `variables=`: the list of `keras.Variable`s the forward read, when it read any (TF1 style);
-    grad_fn then returns `(grad_xs, grad_vars)`.
+    grad_fn then returns `(grad_xs, grad_vars)`. They are the keras.Variables themselves on every
+    backend (`variables == [layer.kernel]` holds), also on tensorflow, where tf.custom_gradient
+    passes the tf.Variable each holds (`v.value` there): code written for it that hashes them,
+    calls `.ref()` or `GradientTape.watch` gets a CustomGradientError saying so. The
+    tf.Variables a forward reads on tensorflow (a tf.Module's) arrive as tf.Variables.
 
 What grad_fn returns (checked in `_call.check_gradients`): gradients for the positional arguments, in their nested structure (a single
 value when f takes one argument, else a tuple or list with one entry per argument) or flattened (one

@@ -292,6 +292,15 @@ def tf_reference_variable(f) -> CustomGradientError:
         f"default; use_resource=True in a variable_scope).")
 
 
+def tf_keras_variables_in_grad_fn(f, error, names: list) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: the grad_fn of `{fn_name(f)}` raised {type(error).__name__} ({error}) while "
+        f"variables= held the keras.Variables {names}. customgrad passes the keras.Variables f "
+        f"read, where tf.custom_gradient passes tf.Variables; TensorFlow's own APIs "
+        f"(GradientTape.watch, .ref(), watched_variables()) take the tf.Variable a "
+        f"keras.Variable holds: `v.value` on tensorflow.")
+
+
 def tf_vjp_composite(value, supported: str) -> TypeError:
     return TypeError(
         f"customgrad.vjp: cannot differentiate with respect to a {type(value).__name__}; on "

@@ -70,6 +70,9 @@ PRIVATE_APIS = [
                "POSSIBLE_GRADIENT_TYPES_NONE", "the same"),
     PrivateAPI("tensorflow", "tensorflow.python.framework.composite_tensor", "CompositeTensor",
                "tells ragged and sparse tensors"),
+    PrivateAPI("tensorflow", "tensorflow.python.framework.ops", "_EagerTensorBase._copy_nograd",
+               "an eager tensor of the same buffer that no tape records: f runs on it, unseen by "
+               "the tapes that watch the call, seen by a tape f opens"),
     PrivateAPI("torch", "torch", "_C._are_functorch_transforms_active",
                "torch.func transforms need the autograd.Function form with setup_context"),
     PrivateAPI("torch", "torch", "_C._autograd._get_current_graph_task_keep_graph",

@@ -385,6 +385,17 @@ def test_tf_reference_variable():
     ))
 
 
+def test_tf_keras_variables_in_grad_fn():
+    error = AttributeError("'Variable' object has no attribute 'ref'")
+    _pin(msg.tf_keras_variables_in_grad_fn(f, error, ["dense/kernel"]), CustomGradientError,
+         "customgrad.custom_gradient: the grad_fn of `f` raised AttributeError ('Variable' "
+         "object has no attribute 'ref') while variables= held the keras.Variables "
+         "['dense/kernel']. customgrad passes the keras.Variables f read, where "
+         "tf.custom_gradient passes tf.Variables; TensorFlow's own APIs (GradientTape.watch, "
+         ".ref(), watched_variables()) take the tf.Variable a keras.Variable holds: `v.value` "
+         "on tensorflow.")
+
+
 def test_tf_vjp_composite():
     error = msg.tf_vjp_composite(Report(), 'tf.Tensor or tf.RaggedTensor')
     _pin(error, TypeError, (

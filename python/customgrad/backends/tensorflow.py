@@ -323,7 +323,8 @@ def _variables_read(rec, watcher, arguments) -> tuple[list, list]:
     floating-point keras.Variables Keras recorded (`rec`), in the order of their first read, then
     the trainable floating-point tf.Variables (a tf.Module's, or any other) TensorFlow's variable
     watcher saw, as tf.custom_gradient finds them. A tf.Variable's raw value is itself, and a
-    tf.Variable passed to f as an argument is no hidden read.
+    tf.Variable passed to f as an argument is no hidden read. grad_fn gets the variables as they
+    are: a keras.Variable, not the tf.Variable it holds (see `_backward`).
 
     >>> import tensorflow as tf
     >>> v = tf.Variable(2.0)
@@ -355,8 +356,10 @@ def call(arguments):
         tape_inputs = [_component(v) for v in tape_inputs]
     # When a single non-persistent tape watches the inputs, nothing will ever differentiate
     # grad_fn, so the tape need not keep f's intermediates (tf.custom_gradient records them all:
-    # 1.25x the memory of plain autodiff for a recomputing swish). Under nested or persistent
-    # tapes they stay recorded, so second derivatives through grad_fn's closure stay correct.
+    # 1.25x the memory of plain autodiff for a recomputing swish): f then runs on `_unwatched`
+    # copies of the inputs. Under nested or persistent tapes f runs on the inputs themselves and
+    # its intermediates stay recorded, so second derivatives through grad_fn's closure stay
+    # correct.
     gradient_types = gradients_util.PossibleTapeGradientTypes(tape_inputs)
     first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
@@ -370,10 +373,11 @@ def call(arguments):
 
     @tf.custom_gradient
     def forward(*tensors):
+        if first_order_only:
+            tensors = _unwatched(tensors)
         if composite_inputs:
             tensors = [_with_component(v, t) for v, t in zip(values, tensors)]
-        quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-        with record.VariableWatcher() as watcher, recording() as rec, quiet:
+        with record.VariableWatcher() as watcher, recording() as rec:
             output, out_leaves, backward = arguments.forward(tensors)
         _refuse_other_composite_outputs(arguments.f, output, out_leaves)
         if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
@@ -383,8 +387,8 @@ def call(arguments):
         captured["backward"] = backward
 
         def backward_fn(cotangents):
-            input_grads, var_grads = backward(
-                _upstream_leaves(backward, cotangents), variables, var_values)
+            input_grads, var_grads = _backward(
+                backward, _upstream_leaves(backward, cotangents), variables, var_values)
             return [_component(g) for g in input_grads], var_grads
 
         return out_leaves, _tf_grad_fn(backward_fn, var_values)
@@ -400,6 +404,47 @@ def call(arguments):
     backward = captured["backward"]
     return backward.rebuild([_with_component(s, o)
                              for s, o in zip(backward.output_specs, outputs)])
+
+
+def _unwatched(tensors) -> list:
+    """The tensors (flat components), as new tensors of the same buffers (nothing is copied)
+    that no tape or accumulator watches.
+
+    f runs on them where nothing will differentiate its intermediates: the tapes that watch the
+    call's inputs do not record f's operations on them, while a tape f opens itself and watches
+    them with records them as it does under tf.custom_gradient. (Stopping all recording while f
+    runs would silence that tape too: TensorFlow stops every tape on the thread at once, and has
+    no API that lists the tapes to stop only those.) Variables f reads are still seen by the
+    tapes that watch accessed variables, as under tf.custom_gradient; what they record of f is
+    dropped when f's tensors go, and never reaches the gradient, which comes from grad_fn.
+    """
+    if tf.executing_eagerly():
+        # a new handle on the same device shares the buffer; unlike tf.identity (an op, six
+        # times the cost) it is recorded nowhere
+        return [t._copy_nograd(device_name=t.device) for t in tensors]
+    with record.stop_recording():
+        return [tf.identity(t) for t in tensors]
+
+
+def _backward(backward, cotangents, variables, var_values):
+    """backward(cotangents, variables, var_values): grad_fn's call.
+
+    `variables` holds the keras.Variables f read as they are, the objects a backend-agnostic
+    grad_fn compares with its layer's own (`variables == [self.kernel]`), where
+    tf.custom_gradient passes the tf.Variables they hold, the objects TensorFlow's APIs take
+    (GradientTape.watch, `.ref()` compared with `tape.watched_variables()`). No object is both,
+    and nothing tells which kind of code a grad_fn is: code written for tf.custom_gradient
+    that trips on a keras.Variable gets a CustomGradientError that says so, caused by the
+    original error.
+    """
+    try:
+        return backward(cotangents, variables, var_values)
+    except (TypeError, AttributeError, ValueError) as error:
+        names = [v.path for v in variables if isinstance(v, keras.Variable)]
+        # Python's and TensorFlow's words for a keras.Variable where a tf.Variable was expected
+        if names and "'Variable'" in str(error) and not isinstance(error, CustomGradientError):
+            raise msg.tf_keras_variables_in_grad_fn(backward.f, error, names) from error
+        raise
 
 
 def _tf_grad_fn(backward_fn, var_values):
@@ -426,9 +471,11 @@ def _call_eager(arguments, tape_inputs, first_order_only):
         output, out_leaves = arguments.output(arguments.tensor_values)
         _refuse_other_composite_outputs(f, output, out_leaves)
         return output
-    quiet = record.stop_recording() if first_order_only else contextlib.nullcontext()
-    with record.VariableWatcher() as watcher, recording() as rec, quiet:
-        output, out_leaves, backward = arguments.forward(arguments.tensor_values)
+    values = arguments.tensor_values
+    if first_order_only:
+        values = [_with_component(v, t) for v, t in zip(values, _unwatched(tape_inputs))]
+    with record.VariableWatcher() as watcher, recording() as rec:
+        output, out_leaves, backward = arguments.forward(values)
     _refuse_other_composite_outputs(f, output, out_leaves)
     if _has_tangents(tape_inputs):
         _check_linear(backward, out_leaves, concrete=True)
@@ -447,8 +494,8 @@ def _call_eager(arguments, tape_inputs, first_order_only):
     inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in var_values]
 
     def backward_fn(*cotangents):
-        input_grads, var_grads = backward(
-            _upstream_leaves(backward, cotangents), variables, var_values)
+        input_grads, var_grads = _backward(
+            backward, _upstream_leaves(backward, cotangents), variables, var_values)
         return [_component(g) for g in input_grads] + (var_grads or [None] * len(variables))
 
     record.record_operation(f"customgrad_{msg.fn_name(f)}", outputs, inputs, backward_fn)
@@ -499,7 +546,7 @@ def _call_graph_forward_mode(arguments):
                         out_leaves=out_leaves)
 
         def backward_fn(cotangents):
-            return backward(cotangents, variables, var_values)
+            return _backward(backward, cotangents, variables, var_values)
 
         return out_leaves, _tf_grad_fn(backward_fn, var_values)
 
@@ -512,7 +559,7 @@ def _call_graph_forward_mode(arguments):
     inputs = list(arguments.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
 
     def backward_fn(*cotangents):
-        input_grads, var_grads = backward(cotangents, variables, var_values)
+        input_grads, var_grads = _backward(backward, cotangents, variables, var_values)
         return input_grads + (var_grads or [None] * len(variables))
 
     record.record_operation(f"customgrad_{msg.fn_name(arguments.f)}", outputs, inputs,
@@ -521,8 +568,8 @@ def _call_graph_forward_mode(arguments):
 
 
 def _loss_error(f):
-    # f ran unrecorded (or inside tf.custom_gradient's graph function): a loss it added has no
-    # path to the inputs, so its gradient would be silently zero
+    # f ran on unwatched copies of the inputs (or inside tf.custom_gradient's graph function): a
+    # loss it added has no path to the inputs, so its gradient would be silently zero
     return msg.loss_in_forward(
         f, "on tensorflow the ops of f are not recorded for the gradient tape that watches "
         "it, so that loss would get no gradient")
