@@ -99,8 +99,9 @@ print.customgrad_function <- function(x, ...) {
 
 # f's result as list(output, grad): an R list, or the Python tuple keras3's tuple() makes.
 split_output_grad <- function(res, call) {
-  if (inherits(res, "python.builtin.tuple") && reticulate::py_len(res) == 2L) {
-    res <- list(reticulate::py_get_item(res, 0L), reticulate::py_get_item(res, 1L))
+  if (inherits(res, "python.builtin.tuple")) {
+    pair <- bridge_fn("split_pair")(res)
+    if (!is.null(pair)) res <- list(pair[[1]], pair[[2]] %||% reticulate::py_get_item(res, 1L))
   }
   if (!is.list(res) || length(res) != 2L) {
     cg_abort(
@@ -120,15 +121,12 @@ split_output_grad <- function(res, call) {
   res
 }
 
-# What Python receives as grad_fn: an R function (also one that tuple() made a Python callable)
-# as list(wrapped function, formal names, which have defaults), from which the bridge builds a
-# callable with the mirrored signature; any other Python callable as it is.
+# What Python receives as grad_fn: an R function (split_output_grad() found it also behind the
+# Python callable tuple() made of it) as list(wrapped function, formal names, which have
+# defaults), from which the bridge builds a callable with the mirrored signature; a Python
+# callable as it is.
 grad_for_python <- function(grad) {
-  if (is_py_object(grad)) {
-    capsule <- bridge_fn("r_function_of")(grad)
-    if (is.null(capsule)) return(grad)
-    grad <- reticulate::py_to_r(capsule)
-  }
+  if (is_py_object(grad)) return(grad)
   formal_list <- formals(grad)
   list(wrap_r_function(grad), as.list(names(formal_list)),
        as.list(unname(!vapply(formal_list, is_missing_default, logical(1)))))

@@ -91,6 +91,15 @@ def custom_gradient(r_forward, name="f", forward_mode=False):
     return customgrad.custom_gradient(forward, forward_mode=forward_mode)
 
 
+def split_pair(res):
+    """`(output, R function behind grad)` of a `tuple(output, grad)` made in R (None in the second
+    place when grad is not an R function), or None when `res` is not a pair. One crossing for R,
+    where taking the tuple apart item by item would be four."""
+    if not isinstance(res, tuple) or len(res) != 2:
+        return None
+    return res[0], r_function_of(res[1])
+
+
 def r_function_of(fn):
     """The capsule of the R function behind a callable reticulate made of it (keras3's and
     reticulate's `tuple()` convert an R grad function so), or None for any other callable."""
