@@ -109,7 +109,7 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
     jax.custom_jvp instead of jax.custom_vjp (jax allows one of them), and reverse mode
     transposes the derived JVP, which computes grad_fn's values again.
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> @customgrad.custom_gradient
         ... def log1pexp(x):
