@@ -27,7 +27,11 @@ def test_both_sites_build_strict():
         assert f'id="{name}"' in api, f"the API reference has no {name}"
 
     r = SITE / "r"
-    assert "customgrad with keras3" in (r / "index.html").read_text()
+    home = (r / "index.html").read_text()
+    assert "customgrad with keras3" in home
+    # each site links the other
+    assert 'href="../r/index.html"' in (python / "index.html").read_text()
+    assert 'href="../python/index.html"' in home
     reference = (r / "reference" / "index.html").read_text()
     for group in ["Custom gradients", "Gradients on any backend", "Gradient-shaping ops and layers"]:
         assert group in reference, group
