@@ -61,6 +61,9 @@ class Check:
 
 @dataclass
 class GradientCheckReport:
+    """What `check_gradients` compared: the function's name and every `Check`; `passed` is True
+    when all passed, `failures` lists those that did not, and `str()` prints one line per check."""
+
     function: str
     checks: list = field(default_factory=list)
 
