@@ -1,7 +1,8 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first (idempotent).
+# `make docs` builds the Python site (site/python) and the R site (site/r) offline.
 PY := .venv/bin/python
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test bench docs
 setup:
 	@bash scripts/setup.sh
 
@@ -14,3 +15,6 @@ test: setup
 
 bench: setup
 	@$(PY) bench/run.py
+
+docs: setup
+	@bash scripts/build_docs.sh

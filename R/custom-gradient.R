@@ -6,21 +6,20 @@
 #' `torch` autograd, `fit()`) then uses `grad` instead of differentiating `f`. This is the R face of
 #' Python's `customgrad.custom_gradient`, so it behaves the same on every backend.
 #'
-#' The grad function receives the upstream gradient by one rule, the same as in Python:
-#' * exactly one positional argument (`function(dy)`): the whole upstream, in the structure of the
-#'   output (a tensor for a single output, a list for a list or tuple output of several
-#'   elements, as `jax.custom_gradient` passes it);
-#' * `...` (`function(...)`) or one argument per output (`function(dy1, dy2)`): one upstream per
-#'   output, positionally (as `tf.custom_gradient` passes them);
-#' * an argument named `upstream` (`function(upstream)`, `function(..., upstream)`): the whole upstream
-#'   by name, and with `...` also one per output positionally. `function(..., upstream = NULL)`
-#'   with `upstream <- upstream %||% ..1` works both ways.
+#' The grad function receives the upstream gradients by customgrad's one rule, the same as in
+#' Python: it is stated once, in the Python site's convention page (`docs/convention.md`,
+#' "How upstream gradients arrive"). The R grad function reaches Python as a callable whose
+#' signature mirrors its R formals (`...` is `*args`, formals after `...` are keyword-only, a
+#' default stays a default), so `function(dy)`, `function(dy1, dy2)`, `function(...)`,
+#' `function(upstream)`, keras3's `function(..., upstream)` and, for both ways at once,
 #'
-#' Any other grad function (`function()`, or more required arguments than outputs) is an error of
-#' class `customgrad_error_grad_fn_arity` that names it and says what it would be called with.
+#' ```
+#' function(..., upstream = NULL) { upstream <- upstream %||% ..1; ... }
+#' ```
 #'
-#' The rule has one owner, Python's `customgrad`: the R grad function reaches it as a callable
-#' whose signature mirrors its R formals (`...` as `*args`, formals after `...` by keyword only).
+#' all work. A grad function the rule cannot call is an error of class
+#' `customgrad_error_grad_fn_arity` that names it and says what it would be called with.
+#'
 #' This function masks keras3's `op_custom_gradient()` on purpose (the only name customgrad
 #' shares with keras3): keras3's passes the grad function to Keras as it is, so on torch
 #' `function(upstream)` and `function(dy)` fail and a `keras.Variable` argument can get a wrong

@@ -44,7 +44,7 @@ def vjp(f, *primals, has_aux: bool = False):
     `vjp_fn(cotangents)` takes cotangents in the structure of `outputs` and returns a tuple with
     one gradient per primal, each in that primal's structure (None for non-float leaves).
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> y, vjp_fn = customgrad.vjp(keras.ops.sin, keras.ops.convert_to_tensor(0.0))
         >>> float(vjp_fn(keras.ops.convert_to_tensor(2.0))[0])
@@ -103,7 +103,7 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
     `f` must return a scalar (or `(scalar, aux)` with `has_aux=True`). With an int `argnums` the
     gradient has the structure of that argument; with a tuple, it is a tuple of those.
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> v, g = customgrad.value_and_grad(lambda x: keras.ops.sum(x ** 2))(
         ...     keras.ops.convert_to_tensor([1.0, 2.0]))
@@ -160,7 +160,7 @@ def grad(f, argnums=0, has_aux: bool = False):
 
     Works on jax, tensorflow and torch, returns native tensors, and composes with itself.
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> d2 = customgrad.grad(customgrad.grad(lambda x: x ** 3))
         >>> float(d2(keras.ops.convert_to_tensor(2.0)))
@@ -185,7 +185,7 @@ def jvp(f, primals, tangents, has_aux: bool = False):
     leaves). For a `customgrad.custom_gradient` function the JVP is derived from its grad_fn
     (on jax the function needs `forward_mode=True`).
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> @customgrad.custom_gradient(forward_mode=True)
         ... def log1pexp(x):
@@ -264,7 +264,7 @@ def hvp(f, primals, vectors):
     (reverse mode), so this works for every custom-gradient function on every backend, also
     without `forward_mode=True` on jax.
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> x = keras.ops.convert_to_tensor([0.0, 2.0])
         >>> f = lambda v: keras.ops.sum(customgrad.ops.log1pexp(v))

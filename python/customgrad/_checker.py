@@ -61,6 +61,9 @@ class Check:
 
 @dataclass
 class GradientCheckReport:
+    """What `check_gradients` compared: the function's name and every `Check`; `passed` is True
+    when all passed, `failures` lists those that did not, and `str()` prints one line per check."""
+
     function: str
     checks: list = field(default_factory=list)
 
@@ -179,7 +182,9 @@ def check_gradients(
             the forward of a customgrad function (the custom gradient must equal the true one).
         jacobian: also compare the full Jacobian, element by element (small inputs only).
         directions: random directions per leaf for the inner-product check.
-        atol, rtol, eps: override the tolerances (chosen by dtype) and the float64 step.
+        atol: overrides the absolute tolerance (chosen by dtype).
+        rtol: overrides the relative tolerance (chosen by dtype).
+        eps: overrides the float64 finite-difference step.
         raise_on_failure: raise `GradientCheckError` (default) or just return the report.
         modes: which derivatives to check: "rev" (the VJP, default) and/or "fwd" (the JVP,
             which for a custom-gradient function is derived from grad_fn; on jax the function
@@ -188,7 +193,7 @@ def check_gradients(
     Returns:
         A `GradientCheckReport` listing every check.
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> @customgrad.custom_gradient
         ... def log1pexp(x):

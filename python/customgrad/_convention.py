@@ -1,24 +1,9 @@
-"""The one grad-function convention, shared by every backend.
+"""The one grad-function convention, shared by every backend: how grad_fn is called.
 
-How upstream gradients arrive:
-  * positionally, one argument per top-level output: for a tuple or list output, one upstream per
-    element (each in that element's nested structure), as tf.custom_gradient does; for any other
-    output (a tensor, a dict) a single upstream in the output's structure;
-  * as the keyword `upstream=`, if grad_fn declares `upstream` keyword-only (`def g(*args,
-    upstream)` or `def g(*args, upstream=None)`) or takes `**kwargs`: the upstream gradient in the
-    structure of the whole output (a tensor for a single output, a tuple for a tuple output).
-  * outputs the loss does not use arrive as zeros of their shape and dtype; non-float outputs
-    (integer, bool) arrive as None;
-  * `variables=`: the list of `keras.Variable`s the forward read, when it read any (TF1 style);
-    grad_fn then returns `(grad_xs, grad_vars)`. They are the keras.Variables themselves on every
-    backend (`variables == [layer.kernel]` holds), also on tensorflow, where tf.custom_gradient
-    passes the tf.Variable each holds (`v.value` there): code written for it that hashes them,
-    calls `.ref()` or `GradientTape.watch` gets a CustomGradientError saying so. The
-    tf.Variables a forward reads on tensorflow (a tf.Module's) arrive as tf.Variables.
-
-What grad_fn returns (checked in `_call.check_gradients`): gradients for the positional arguments, in their nested structure (a single
-value when f takes one argument, else a tuple or list with one entry per argument) or flattened (one
-per tensor leaf of the positional arguments). None means zero, for a leaf or a whole subtree.
+The convention is stated once, for users, in `docs/convention.md` ("How upstream gradients
+arrive", "What grad_fn returns"); this module implements its calling half, and
+`_call.check_gradients` checks what grad_fn returns. The case table `tests/upstream_rule.json`
+pins the rule in Python and in R.
 """
 
 from __future__ import annotations
@@ -129,16 +114,8 @@ def _grad_signature(positional, n_required, var_positional, keyword_only, requir
 
 
 def upstream_arguments(grad_fn, f, output, upstream):
-    """The positional arguments and the keywords (`upstream=`) that `grad_fn` is called with.
-
-    The one rule: a tuple or list output has one upstream per element, anything else (a tensor,
-    a dict) one upstream in its structure. grad_fn receives them
-      * one per output, when it takes that many positional parameters (or `*args`);
-      * else the whole upstream structure as its one positional parameter (jax's
-        `lambda g: ...` on a tuple output);
-      * else nothing positionally, when it takes only `upstream=`;
-    and also `upstream=` (the whole structure) when it declares that keyword or `**kwargs`.
-    Any other signature is a CustomGradientError.
+    """The positional arguments and the keywords (`upstream=`) that `grad_fn` is called with,
+    by the upstream rule of `docs/convention.md`; any other signature is a CustomGradientError.
     """
     sig = inspect_grad_fn(grad_fn)
     if sig is _ONE and not isinstance(output, (list, tuple)):

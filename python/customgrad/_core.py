@@ -94,22 +94,24 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
 
     `f(*args, **kwargs)` returns `(output, grad_fn)`; the decorated function returns `output`,
     and autodiff (jax.grad, tf.GradientTape, torch.autograd, `model.fit`, ...) uses `grad_fn`.
-    grad_fn receives the upstream gradients positionally, one per top-level output, and also as
-    `upstream=` if it declares that keyword; it returns one gradient per positional argument
-    (nested like the argument, or flattened), None meaning zero. Keyword arguments of `f` are
-    constants: they are passed through and get no gradient. If `f` reads trainable
-    `keras.Variable`s (or, on tensorflow, `tf.Variable`s; on torch, leaf tensors that require
-    grad, such as an `nn.Parameter`), grad_fn must accept `variables=` and return
-    `(grad_xs, grad_vars)`.
+    How grad_fn receives the upstream gradients (one per output, the whole structure, or
+    `upstream=`), what it returns, which arguments get gradients and how variables read inside
+    `f` reach it (`variables=`) is the convention, stated once in `docs/convention.md` (the
+    Python site's "The convention" page).
 
-    Forward mode (JVPs: `keras.ops.jvp`, `torch.func.jvp`, `jax.jvp`, `ForwardAccumulator`, and
-    Hessians forward over reverse) is derived from grad_fn, which must then be linear in its
-    upstream. On torch and tensorflow it works for every function. On jax it needs
-    `forward_mode=True` (`@custom_gradient(forward_mode=True)`): the function is then built on
-    jax.custom_jvp instead of jax.custom_vjp (jax allows one of them), and reverse mode
-    transposes the derived JVP, which computes grad_fn's values again.
+    Forward mode (JVPs and Hessians forward over reverse) is derived from grad_fn, which must then
+    be linear in its upstream; see `docs/forward-mode.md`.
 
-    Example:
+    Args:
+        f: the function returning `(output, grad_fn)`.
+        forward_mode: on jax, build the function on `jax.custom_jvp` so that `jax.jvp` works
+            (torch and tensorflow always have forward mode; reverse mode then computes grad_fn's
+            values again). Usable as `@custom_gradient(forward_mode=True)`.
+
+    Returns:
+        The decorated function, with `f`'s arguments.
+
+    Examples:
         >>> import keras, customgrad
         >>> @customgrad.custom_gradient
         ... def log1pexp(x):

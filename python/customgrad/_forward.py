@@ -30,7 +30,7 @@ def nonlinear(grad_fn, why: str):
     """Marks `grad_fn` as not linear in its upstream (`why` says how), so that forward mode
     refuses it with a CustomGradientError instead of deriving a meaningless JVP; returns it.
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> from customgrad._forward import nonlinear
         >>> @customgrad.custom_gradient

@@ -5,9 +5,10 @@ Each builder returns the exception to raise (or, where a framework needs the tex
 text); `tests/python/test_messages.py` pins each whole message. Names of functions come from one
 helper, `fn_name`.
 
->>> def f(x): ...
->>> str(not_a_pair(f, 3.0))
-'customgrad.custom_gradient: `f` must return a pair (output, grad_fn); received a float.'
+Examples:
+    >>> def f(x): ...
+    >>> str(not_a_pair(f, 3.0))
+    'customgrad.custom_gradient: `f` must return a pair (output, grad_fn); received a float.'
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ def fn_name(fn, qualified: bool = True) -> str:
     """How messages name a function: its qualified name (`Model.call.<locals>.grad`); with
     `qualified=False` its plain `__name__` (`grad`), as customgrad.grad/vjp/jvp name it.
 
-    >>> fn_name(fn_name), fn_name(lambda: 0, qualified=False)
-    ('fn_name', '<lambda>')
+    Examples:
+        >>> fn_name(fn_name), fn_name(lambda: 0, qualified=False)
+        ('fn_name', '<lambda>')
     """
     if not qualified:
         return str(getattr(fn, "__name__", fn))

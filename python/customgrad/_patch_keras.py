@@ -46,7 +46,7 @@ class patch_keras:
     A function decorated before the patch keeps the decorator it got. Patching again while
     patched does nothing; `unpatch_keras()` puts back the very objects Keras had.
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> with customgrad.patch_keras():
         ...     keras.ops.custom_gradient is customgrad.custom_gradient
@@ -78,7 +78,7 @@ def unpatch_keras() -> None:
     """Puts back what `patch_keras()` replaced: the very objects Keras had (nothing to do when
     Keras is not patched).
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> original = keras.ops.custom_gradient
         >>> _ = customgrad.patch_keras()

@@ -31,7 +31,7 @@ def remat(f):
     state advances on each call. A remat function called while another one recomputes its
     forward runs as plain f there (the outer recomputation is differentiated as a whole).
 
-    Example:
+    Examples:
         >>> import keras, customgrad
         >>> def block(x, scale=1.0):
         ...     for _ in range(4):

@@ -3,6 +3,7 @@
 Every op works on jax, tensorflow and torch (and computes its forward on numpy). Scalars such as
 `scale`, `min_value` and `max_norm` are constants: they never get gradients.
 
+Examples:
     >>> import keras, customgrad
     >>> from customgrad import ops
     >>> x = keras.ops.convert_to_tensor([100.0])
@@ -45,9 +46,10 @@ def log1pexp(x):
     The value is finite at x = 100 and 1e4 and the gradient, sigmoid(x), is exactly 1 at 100 and
     correct at -100, where plain autodiff of log(1 + exp(x)) gives NaN or overflows.
 
-    >>> import keras, customgrad
-    >>> float(customgrad.ops.log1pexp(keras.ops.convert_to_tensor(1e4)))
-    10000.0
+    Examples:
+        >>> import keras, customgrad
+        >>> float(customgrad.ops.log1pexp(keras.ops.convert_to_tensor(1e4)))
+        10000.0
     """
     return _log1pexp(x)
 
@@ -55,10 +57,11 @@ def log1pexp(x):
 def clip_gradient(x, min_value, max_value):
     """Identity forward; the gradient flowing back through `x` is clipped to [min_value, max_value].
 
-    >>> import keras, customgrad
-    >>> g = customgrad.grad(lambda x: keras.ops.sum(customgrad.ops.clip_gradient(x, -1, 1) * 5.0))
-    >>> [float(v) for v in g(keras.ops.convert_to_tensor([1.0, 2.0]))]
-    [1.0, 1.0]
+    Examples:
+        >>> import keras, customgrad
+        >>> g = customgrad.grad(lambda x: keras.ops.sum(customgrad.ops.clip_gradient(x, -1, 1) * 5.0))
+        >>> [float(v) for v in g(keras.ops.convert_to_tensor([1.0, 2.0]))]
+        [1.0, 1.0]
     """
     if min_value > max_value:
         raise msg.clip_bounds(min_value, max_value)
@@ -75,10 +78,11 @@ def clip_gradient_norm(x, max_norm):
     """Identity forward; the gradient flowing back through `x` is rescaled to an L2 norm of at
     most `max_norm` (over the whole tensor).
 
-    >>> import keras, customgrad
-    >>> f = lambda x: keras.ops.sum(customgrad.ops.clip_gradient_norm(x, 1.0) * 3.0)
-    >>> [round(float(v), 4) for v in customgrad.grad(f)(keras.ops.zeros((4,)))]
-    [0.5, 0.5, 0.5, 0.5]
+    Examples:
+        >>> import keras, customgrad
+        >>> f = lambda x: keras.ops.sum(customgrad.ops.clip_gradient_norm(x, 1.0) * 3.0)
+        >>> [round(float(v), 4) for v in customgrad.grad(f)(keras.ops.zeros((4,)))]
+        [0.5, 0.5, 0.5, 0.5]
     """
     if not max_norm > 0:
         raise msg.clip_norm(max_norm)
@@ -98,10 +102,11 @@ def clip_gradient_norm(x, max_norm):
 def scale_gradient(x, scale):
     """Identity forward; the gradient flowing back through `x` is multiplied by `scale`.
 
-    >>> import keras, customgrad
-    >>> float(customgrad.grad(lambda x: customgrad.ops.scale_gradient(x, 0.1))(
-    ...     keras.ops.convert_to_tensor(3.0)))
-    0.1...
+    Examples:
+        >>> import keras, customgrad
+        >>> float(customgrad.grad(lambda x: customgrad.ops.scale_gradient(x, 0.1))(
+        ...     keras.ops.convert_to_tensor(3.0)))
+        0.1...
     """
 
     @custom_gradient
@@ -114,10 +119,11 @@ def scale_gradient(x, scale):
 def reverse_gradient(x, scale=1.0):
     """Identity forward; the gradient is multiplied by -scale (domain-adversarial training).
 
-    >>> import keras, customgrad
-    >>> float(customgrad.grad(lambda x: customgrad.ops.reverse_gradient(x, 2.0))(
-    ...     keras.ops.convert_to_tensor(3.0)))
-    -2.0
+    Examples:
+        >>> import keras, customgrad
+        >>> float(customgrad.grad(lambda x: customgrad.ops.reverse_gradient(x, 2.0))(
+        ...     keras.ops.convert_to_tensor(3.0)))
+        -2.0
     """
     return scale_gradient(x, -scale)
 
@@ -125,10 +131,11 @@ def reverse_gradient(x, scale=1.0):
 def straight_through(fn):
     """Wraps `fn` so that its forward is `fn(x)` and its gradient is the identity.
 
-    >>> import keras, customgrad
-    >>> floor_ste = customgrad.ops.straight_through(keras.ops.floor)
-    >>> float(customgrad.grad(lambda x: floor_ste(x) * 3.0)(keras.ops.convert_to_tensor(1.7)))
-    3.0
+    Examples:
+        >>> import keras, customgrad
+        >>> floor_ste = customgrad.ops.straight_through(keras.ops.floor)
+        >>> float(customgrad.grad(lambda x: floor_ste(x) * 3.0)(keras.ops.convert_to_tensor(1.7)))
+        3.0
     """
 
     @custom_gradient
@@ -148,10 +155,11 @@ sign_ste.__doc__ = "sign(x) forward, identity gradient (straight-through estimat
 def safe_sqrt(x):
     """sqrt(x) whose gradient at 0 is 0 instead of inf (and NaN through a zero upstream).
 
-    >>> import keras, customgrad
-    >>> float(customgrad.grad(lambda x: customgrad.ops.safe_sqrt(x))(
-    ...     keras.ops.convert_to_tensor(0.0)))
-    0.0
+    Examples:
+        >>> import keras, customgrad
+        >>> float(customgrad.grad(lambda x: customgrad.ops.safe_sqrt(x))(
+        ...     keras.ops.convert_to_tensor(0.0)))
+        0.0
     """
 
     @custom_gradient
@@ -170,10 +178,11 @@ def safe_sqrt(x):
 def safe_norm(x, axis=None, keepdims=False):
     """The L2 norm of `x` along `axis`, with gradient x / norm, and 0 (not NaN) where norm = 0.
 
-    >>> import keras, customgrad
-    >>> g = customgrad.grad(lambda x: customgrad.ops.safe_norm(x))(keras.ops.zeros((3,)))
-    >>> [float(v) for v in g]
-    [0.0, 0.0, 0.0]
+    Examples:
+        >>> import keras, customgrad
+        >>> g = customgrad.grad(lambda x: customgrad.ops.safe_norm(x))(keras.ops.zeros((3,)))
+        >>> [float(v) for v in g]
+        [0.0, 0.0, 0.0]
     """
 
     @custom_gradient
@@ -196,10 +205,11 @@ def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) along `axis`, with a softmax gradient that is 0 (not NaN) for entries
     of -inf, also when a whole slice is -inf.
 
-    >>> import keras, customgrad
-    >>> x = keras.ops.convert_to_tensor([float("-inf"), float("-inf")])
-    >>> [float(v) for v in customgrad.grad(lambda x: customgrad.ops.logsumexp(x))(x)]
-    [0.0, 0.0]
+    Examples:
+        >>> import keras, customgrad
+        >>> x = keras.ops.convert_to_tensor([float("-inf"), float("-inf")])
+        >>> [float(v) for v in customgrad.grad(lambda x: customgrad.ops.logsumexp(x))(x)]
+        [0.0, 0.0]
     """
 
     @custom_gradient
@@ -239,8 +249,9 @@ def swish(x):
     """x * sigmoid(x), memory-efficient: the backward recomputes sigmoid(x) from x instead of
     keeping the forward's intermediates.
 
-    >>> import keras, customgrad
-    >>> round(float(customgrad.grad(customgrad.ops.swish)(keras.ops.convert_to_tensor(0.0))), 4)
-    0.5
+    Examples:
+        >>> import keras, customgrad
+        >>> round(float(customgrad.grad(customgrad.ops.swish)(keras.ops.convert_to_tensor(0.0))), 4)
+        0.5
     """
     return _swish(x)
