@@ -39,7 +39,11 @@ INPUTS = {
 
 
 def floats(x) -> list:
+    """A tensor's values as a flat list of Python floats (JSON keeps every float32 exactly)."""
     return np.ravel(npy(x)).tolist()
+
+
+# The Python half of each case (rpy2_worker.R has the R half): the same function, inputs and loss.
 
 
 @customgrad.custom_gradient
