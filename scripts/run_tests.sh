@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Python suite once per Keras backend (each in its own process), then the
-# suites that drive other processes (R via Rscript, the vignettes). Prints one total line at the end.
+# suites that drive other processes (R via Rscript and through rpy2, the vignettes). Prints one
+# total line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python

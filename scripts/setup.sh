@@ -12,7 +12,8 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt 2>&1 \
+  # rpy2 is built against R, which comes below: installed there
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r <(grep -v '^rpy2' requirements.txt) 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
@@ -64,6 +65,20 @@ if ! have_r_stack; then
   echo "$repo" > .Rlib/.r-stack-repository
 fi
 echo "setup: R stack: $(Rscript -e 'cat(sprintf("reticulate %s, keras3 %s", packageVersion("reticulate"), packageVersion("keras3")))' 2>/dev/null) in .Rlib (from $(cat .Rlib/.r-stack-repository 2>/dev/null || echo 'an earlier set-up'))"
+
+# --- rpy2 (tests/integration/test_rpy2.py), built against the R above. A failed build is reported
+# and stops nothing: that suite then skips, saying why ---
+rpy2_pin=$(grep -o '^rpy2==[^ ]*' requirements.txt || true)
+if [ -n "$rpy2_pin" ] && ! .venv/bin/python -c 'import importlib.metadata as m, sys
+sys.exit(m.version("rpy2") != sys.argv[1])' "${rpy2_pin#rpy2==}" 2>/dev/null; then
+  if .venv/bin/python -m pip install -q --disable-pip-version-check "$rpy2_pin" \
+      >/tmp/customgrad-rpy2.log 2>&1; then
+    echo "setup: installed $rpy2_pin"
+  else
+    echo "setup: WARNING: pip could not build $rpy2_pin (/tmp/customgrad-rpy2.log has why);" \
+      "tests/integration/test_rpy2.py will be skipped" >&2
+  fi
+fi
 
 # --- the R package, into a project-local library ---
 if [ -f DESCRIPTION ]; then

@@ -4,8 +4,8 @@ Each backend gets its own Rscript process (Keras fixes its backend per process; 
 starts Python inside R), scripts/run_r_tests.R, which writes testthat's own JUnit XML
 (JunitReporter: one testcase per expectation), so a failing R test fails here with its file, name
 and message. With CUSTOMGRAD_JUNIT_DIR set (scripts/run_tests.sh sets it), the XML is also copied
-there as r-<backend>.xml for the closing total of scripts/summarize_junit.py. rpy2 is not used at
-all: reticulate inside an rpy2-hosted R aborts when R's garbage collector releases Python objects.
+there as r-<backend>.xml for the closing total of scripts/summarize_junit.py. R runs here on its
+own, as R users run it; test_rpy2.py runs it inside Python through rpy2.
 """
 
 from __future__ import annotations
