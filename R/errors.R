@@ -44,6 +44,9 @@
 #' conditionMessage(err)
 NULL
 
+# The second line is for R/import-standalone-obj-type.R (rlang's standalone file, copied as it is):
+# its header asks for rlang >= 1.1.0, but the functions it calls are all in rlang 1.0.6 (Debian's,
+# which the R suite runs on), so DESCRIPTION keeps rlang unversioned.
 #' @importFrom rlang %||% call2 call_name caller_arg caller_env current_call current_env frame_call
 #' @importFrom rlang abort is_list is_missing is_na is_vector
 NULL
