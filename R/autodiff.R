@@ -1,20 +1,24 @@
 # The R face of customgrad.grad / value_and_grad / vjp / check_gradients (1-based argnums).
 
-r_fn_to_py <- function(f, what, call = caller_env()) {
+r_fn_to_py <- function(f, arg = caller_arg(f), call = caller_env()) {
   if (!is.function(f)) {
-    cg_abort(c("{.arg f} must be a function.", x = "{.fn {what}} received {describe_value(f)}."),
+    cg_abort(c("{.arg {arg}} must be a function.", x = "Received {obj_type_friendly(f)}."),
              "type", call = call)
   }
   if (inherits(f, "customgrad_function")) return(attr(f, "python_function")())
   wrap_r_function(f)
 }
 
-as_argnums <- function(argnums, what, call = caller_env()) {
+as_argnums <- function(argnums, arg = caller_arg(argnums), call = caller_env()) {
   if (!is.numeric(argnums) || !length(argnums) || anyNA(argnums) ||
       any(argnums != round(argnums)) || any(argnums < 1)) {
+    # obj_type_friendly() shows a single number; several are listed after it
+    values <- if (is.numeric(argnums) && length(argnums) > 1L) {
+      paste0(": ", paste(argnums, collapse = ", "))
+    }
     cg_abort(
-      c("{.arg argnums} must be positive whole numbers (1-based).",
-        x = "{.fn {what}} received {describe_value(argnums)}{if (is.numeric(argnums)) paste0(': ', paste(argnums, collapse = ', ')) else ''}."),
+      c("{.arg {arg}} must be positive whole numbers (1-based).",
+        x = "Received {obj_type_friendly(argnums)}{values}."),
       "argnums", call = call
     )
   }
@@ -70,35 +74,35 @@ positional_args <- function(f, args) {
 #' op_value_and_grad(function(x, y) x * y, argnums = c(1, 2))(3, 4)
 #' @export
 op_grad <- function(f, argnums = 1L, has_aux = FALSE) {
-  pyf <- r_fn_to_py(f, "op_grad")
-  nums <- as_argnums(argnums, "op_grad")
-  g <- with_py_errors(py_mod("customgrad")$grad(pyf, argnums = nums, has_aux = has_aux), "op_grad")
-  user_call <- quote(op_grad())
-  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_grad", user_call)
+  pyf <- r_fn_to_py(f)
+  nums <- as_argnums(argnums)
+  g <- with_py_errors(py_mod("customgrad")$grad(pyf, argnums = nums, has_aux = has_aux),
+                      current_env())
+  call <- current_call()
+  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), call)
 }
 
 #' @rdname op_grad
 #' @export
 op_value_and_grad <- function(f, argnums = 1L, has_aux = FALSE) {
-  pyf <- r_fn_to_py(f, "op_value_and_grad")
-  nums <- as_argnums(argnums, "op_value_and_grad")
+  pyf <- r_fn_to_py(f)
+  nums <- as_argnums(argnums)
   g <- with_py_errors(py_mod("customgrad")$value_and_grad(pyf, argnums = nums, has_aux = has_aux),
-                      "op_value_and_grad")
-  user_call <- quote(op_value_and_grad())
-  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), "op_value_and_grad", user_call)
+                      current_env())
+  call <- current_call()
+  function(...) with_py_errors(py_invoke(g, call_args(..., .f = f)), call)
 }
 
 #' @rdname op_grad
 #' @param ... For `op_vjp()`, the primal inputs of `f`.
 #' @export
 op_vjp <- function(f, ...) {
-  pyf <- r_fn_to_py(f, "op_vjp")
+  pyf <- r_fn_to_py(f)
   res <- with_py_errors(do.call(py_mod("customgrad")$vjp, c(list(pyf), call_args(..., .f = f))),
-                        "op_vjp")
+                        current_env())
   vjp_fn <- res[[2]]
-  list(res[[1]], function(cotangents) {
-    with_py_errors(vjp_fn(to_py(cotangents)), "op_vjp", quote(op_vjp()))
-  })
+  call <- current_call()
+  list(res[[1]], function(cotangents) with_py_errors(vjp_fn(to_py(cotangents)), call))
 }
 
 #' Check a gradient against finite differences
@@ -139,12 +143,12 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
                i = "Run {.run customgrad::install_customgrad()} to install the matching version."),
              "python_missing")
   }
-  pyf <- if (is.function(f)) r_fn_to_py(f, "op_check_gradients") else f
+  pyf <- if (is.function(f)) r_fn_to_py(f) else f
   args <- c(list(pyf), call_args(..., .f = f))
   kwargs <- list(order = as.integer(order), against = against, jacobian = jacobian,
                  directions = as.integer(directions), seed = as.integer(seed),
                  atol = atol, rtol = rtol, eps = eps, raise_on_failure = FALSE)
-  report <- with_py_errors(do.call(cg$check_gradients, c(args, kwargs)), "op_check_gradients")
+  report <- with_py_errors(do.call(cg$check_gradients, c(args, kwargs)), current_env())
   checks <- lapply(report$checks, function(ch) {
     data.frame(name = ch$name, where = r_path(ch$where), error = ch$error, allowed = ch$allowed,
                passed = isTRUE(ch$passed), stringsAsFactors = FALSE)

@@ -54,7 +54,7 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
   if (!is.function(f)) {
     cg_abort(
       c("{.arg f} must be a function returning {.code tuple(output, grad)}.",
-        x = "Received {describe_value(f)}."),
+        x = "Received {obj_type_friendly(f)}."),
       "type"
     )
   }
@@ -74,15 +74,14 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
       decorated <<- with_py_errors(
         py_mod("bridge")$custom_gradient(forward, name = fname,
                                          forward_mode = isTRUE(forward_mode)),
-        "op_custom_gradient",
-        call = user_call
+        user_call
       )
     }
     decorated
   }
   structure(
     function(...) {
-      with_py_errors(py_invoke(python_function(), call_args(..., .f = f)), fname)
+      with_py_errors(py_invoke(python_function(), call_args(..., .f = f)), user_call)
     },
     class = c("customgrad_function", "function"),
     python_function = python_function,
@@ -105,7 +104,7 @@ split_output_grad <- function(res, call) {
   if (!is.list(res) || length(res) != 2L) {
     cg_abort(
       c("The function given to {.fn op_custom_gradient} must return {.code tuple(output, grad)}.",
-        x = "It returned {describe_value(res)}."),
+        x = "It returned {obj_type_tensor(res)}."),
       "custom_gradient", call = call
     )
   }
@@ -113,7 +112,7 @@ split_output_grad <- function(res, call) {
   if (!is.function(grad) && !(is_py_object(grad) && reticulate::py_has_attr(grad, "__call__"))) {
     cg_abort(
       c("The second element returned by the function given to {.fn op_custom_gradient} must be the grad function.",
-        x = "It is {describe_value(grad)}."),
+        x = "It is {obj_type_tensor(grad)}."),
       "custom_gradient", call = call
     )
   }

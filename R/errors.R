@@ -44,7 +44,11 @@
 #' conditionMessage(err)
 NULL
 
-#' @importFrom rlang caller_env %||%
+# The second line is for R/import-standalone-obj-type.R (rlang's standalone file, copied as it is):
+# its header asks for rlang >= 1.1.0, but the functions it calls are all in rlang 1.0.6 (Debian's,
+# which the R suite runs on), so DESCRIPTION keeps rlang unversioned.
+#' @importFrom rlang %||% call2 call_name caller_arg caller_env current_call current_env frame_call
+#' @importFrom rlang abort is_list is_missing is_na is_vector
 NULL
 
 # `class` is the <what> of customgrad_error_<what> ("type", "grad_fn_arity", ...); an older
@@ -70,23 +74,15 @@ error_classes <- function(what) {
   unique(out)
 }
 
-# Describes an R value for an error message: "a double vector of length 3", "a function", ...
-describe_value <- function(x) {
-  if (is.null(x)) return("NULL")
-  if (inherits(x, tensor_classes)) {
-    shape <- unlist(py_mod("bridge")$shape(x))
-    return(sprintf("a tensor of shape (%s) and dtype %s", paste(shape, collapse = ", "),
-                   py_mod("keras")$backend$standardize_dtype(x$dtype)))
-  }
-  if (is_py_object(x)) {
-    return(paste0("a Python object of class <", class(x)[[1]], ">"))
-  }
-  if (is.function(x)) return("a function")
-  if (is.list(x)) return(sprintf("a list of length %d", length(x)))
-  if (is.array(x)) {
-    return(sprintf("a %s array of dimensions %s", typeof(x), paste(dim(x), collapse = "x")))
-  }
-  sprintf("a %s vector of length %d", typeof(x), length(x))
+# How messages describe a value: rlang's obj_type_friendly() (R/import-standalone-obj-type.R),
+# except for tensors, where rlang's would name the backend's class ("a <torch.Tensor> object",
+# "a <jaxlib._jax.ArrayImpl> object", ...): a tensor is described by its shape and dtype, the same
+# on every backend.
+obj_type_tensor <- function(x) {
+  if (!inherits(x, tensor_classes)) return(obj_type_friendly(x))
+  shape <- unlist(py_mod("bridge")$shape(x))
+  sprintf("a tensor of shape (%s) and dtype %s", paste(shape, collapse = ", "),
+          py_mod("keras")$backend$standardize_dtype(x$dtype))
 }
 
 # Errors raised inside R callbacks (called from Python) are kept here so that the R caller
@@ -105,18 +101,19 @@ in_callback <- function(expr) {
 # Evaluates a Python call; customgrad errors from callbacks are re-signalled as they were, other R
 # errors from callbacks become `customgrad_error_callback` (original kept in `r_error`), Python
 # errors become `customgrad_error_python` conditions carrying Python's message in R terms.
-# `fn` is the name of the R function the user called; the error reports `call`, by default
-# `fn()`. (Not `call = caller_env()`: that promise, made by every op call, kept R memory alive
-# per call under jax once a model had been trained.)
-with_py_errors <- function(expr, fn, call = NULL) {
+# `call` is the user-facing function's frame (`current_env()`) or, for the functions customgrad
+# returns (called after their maker has returned), the maker's call (`current_call()`); messages
+# name its function. `call` has no default on purpose: a `caller_env()` promise made by every op
+# call kept R memory alive per call under jax once a model had been trained.
+with_py_errors <- function(expr, call) {
   if (!is.null(.cg$callback_error)) .cg$callback_error <- NULL
   # A calling handler rather than tryCatch(): this wraps every op call, and it costs less.
   # py_error() always signals an error of its own, so the handler never returns.
-  withCallingHandlers(expr, error = function(e) py_error(e, fn, call))
+  withCallingHandlers(expr, error = function(e) py_error(e, call))
 }
 
-py_error <- function(e, fn, call = NULL) {
-  call <- call %||% as.call(list(as.name(fn)))
+py_error <- function(e, call) {
+  fn <- call_fn_name(call)
   inner <- .cg$callback_error
   .cg$callback_error <- NULL
   if (!is.null(inner)) {
@@ -131,16 +128,27 @@ py_error <- function(e, fn, call = NULL) {
   if (inherits(e, "customgrad_error")) stop(e)
   raw <- python_message(e)
   msg <- r_terms(raw)
-  # the Python core's contract errors keep a specific class in R too
-  specific <- if (grepl("cannot be called with the upstream gradients", raw, fixed = TRUE)) {
-    c("grad_fn_arity", "custom_gradient")
-  } else if (grepl("CustomGradientError", raw, fixed = TRUE)) {
-    "custom_gradient"
+  # the Python core's contract errors keep a specific class in R too; reticulate classes the
+  # condition by the Python exception's type
+  specific <- if (inherits(e, "customgrad.CustomGradientError")) {
+    # the arity error is a CustomGradientError like every contract error: only its text tells
+    # it apart
+    if (grepl("cannot be called with the upstream gradients", raw, fixed = TRUE)) {
+      c("grad_fn_arity", "custom_gradient")
+    } else {
+      "custom_gradient"
+    }
   }
   cg_abort(
     c("{.fn {fn}} failed in Python.", x = "{msg}"),
     c(specific, "python"), call = call, python_message = raw, parent = NULL
   )
+}
+
+# The name of the function `call` (a frame or a call) stands for: the function the user called.
+call_fn_name <- function(call) {
+  if (is.environment(call)) call <- frame_call(call)
+  call_name(call) %||% "f"
 }
 
 python_message <- function(e) {

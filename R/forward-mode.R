@@ -20,9 +20,10 @@
 #' op_hvp(\(x) op_sum(log1pexp(x)), c(0, 2), c(1, 1))
 #' @export
 op_hvp <- function(f, primals, vectors) {
-  pyf <- r_fn_to_py(f, "op_hvp")
+  pyf <- r_fn_to_py(f)
   result <- with_py_errors(
-    py_mod("customgrad")$hvp(pyf, as_tuple_arg(primals), as_tuple_arg(vectors)), "op_hvp")
+    py_mod("customgrad")$hvp(pyf, as_tuple_arg(primals), as_tuple_arg(vectors)),
+    current_env())
   as.list(result)
 }
 
@@ -49,9 +50,9 @@ as_tuple_arg <- function(x) {
 #' op_jvp(\(x) x^2, list(3), list(1))
 #' @export
 op_jvp <- function(f, primals, tangents, has_aux = FALSE) {
-  pyf <- r_fn_to_py(f, "op_jvp")
+  pyf <- r_fn_to_py(f)
   result <- with_py_errors(
     py_mod("customgrad")$jvp(pyf, as_tuple_arg(primals), as_tuple_arg(tangents),
-                             has_aux = has_aux), "op_jvp")
+                             has_aux = has_aux), current_env())
   as.list(result)
 }

@@ -37,12 +37,12 @@ install_customgrad <- function(backend = c("jax", "tensorflow", "torch"),
   if (identical(backend, backends)) backend <- "jax"
   if (!is.character(backend) || length(backend) != 1L || !backend %in% backends) {
     cg_abort(c("{.arg backend} must be one of {.or {.val {backends}}}.",
-               x = "Received {describe_value(backend)}{if (is.character(backend)) paste0(': ', backend[1]) else ''}."),
+               x = "Received {obj_type_friendly(backend)}."),
              "argument")
   }
   if (!is.character(envname) || length(envname) != 1L || !nzchar(envname)) {
     cg_abort(c("{.arg envname} must be a single non-empty string.",
-               x = "Received {describe_value(envname)}."), "type")
+               x = "Received {obj_type_friendly(envname)}."), "type")
   }
   dist <- shipped_python()
   path <- env_path(envname)

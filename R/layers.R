@@ -44,13 +44,13 @@ NULL
 #' @rdname gradient-layers
 #' @export
 layer_gradient_reversal <- function(object, scale = 1, ...) {
-  compose_layer(object, "GradientReversal", list(scale = as_layer_number(scale, "scale"), ...))
+  compose_layer(object, "GradientReversal", list(scale = as_layer_number(scale), ...))
 }
 
 #' @rdname gradient-layers
 #' @export
 layer_scale_gradient <- function(object, scale = 1, ...) {
-  compose_layer(object, "ScaleGradient", list(scale = as_layer_number(scale, "scale"), ...))
+  compose_layer(object, "ScaleGradient", list(scale = as_layer_number(scale), ...))
 }
 
 #' @rdname gradient-layers
@@ -66,9 +66,9 @@ layer_clip_gradient <- function(object, min_value = NULL, max_value = NULL, max_
                x = "Only {.arg {if (is.null(min_value)) 'max_value' else 'min_value'}} was given."),
              "argument")
   }
-  args <- list(min_value = as_layer_number(min_value, "min_value"),
-               max_value = as_layer_number(max_value, "max_value"),
-               max_norm = as_layer_number(max_norm, "max_norm"), ...)
+  args <- list(min_value = as_layer_number(min_value),
+               max_value = as_layer_number(max_value),
+               max_norm = as_layer_number(max_norm), ...)
   compose_layer(object, "ClipGradient", args)
 }
 
@@ -79,18 +79,18 @@ layer_straight_through_quantizer <- function(object, levels = 16L, min_value = -
   if (!is.numeric(levels) || length(levels) != 1L || is.na(levels) ||
       levels != round(levels) || levels < 2) {
     cg_abort(c("{.arg levels} must be a whole number >= 2.",
-               x = "Received {describe_value(levels)}{if (is.numeric(levels)) paste0(': ', levels[1]) else ''}."),
+               x = "Received {obj_type_friendly(levels)}."),
              "argument")
   }
-  args <- list(levels = as.integer(levels), min_value = as_layer_number(min_value, "min_value"),
-               max_value = as_layer_number(max_value, "max_value"), ...)
+  args <- list(levels = as.integer(levels), min_value = as_layer_number(min_value),
+               max_value = as_layer_number(max_value), ...)
   compose_layer(object, "StraightThroughQuantizer", args)
 }
 
-as_layer_number <- function(x, arg, call = caller_env()) {
+as_layer_number <- function(x, arg = caller_arg(x), call = caller_env()) {
   if (is.null(x)) return(NULL)
   if (!is.numeric(x) || length(x) != 1L || is.na(x)) {
-    cg_abort(c("{.arg {arg}} must be a single number.", x = "Received {describe_value(x)}."),
+    cg_abort(c("{.arg {arg}} must be a single number.", x = "Received {obj_type_friendly(x)}."),
              "type", call = call)
   }
   as.numeric(x)
@@ -99,17 +99,14 @@ as_layer_number <- function(x, arg, call = caller_env()) {
 # keras3's convention for layer constructors: no object -> the layer; a Sequential model -> the
 # model with the layer added; anything else -> the layer called on it.
 compose_layer <- function(object, class_name, args, call = caller_env()) {
-  fn <- paste0("layer_", snake_case(class_name))
-  layer <- with_py_errors(
-    py_invoke(py_mod("customgrad")$layers[[class_name]], args), fn, call
-  )
+  layer <- with_py_errors(py_invoke(py_mod("customgrad")$layers[[class_name]], args), call)
   if (missing(object) || is.null(object)) return(layer)
   keras <- py_mod("keras")
   if (is_py_object(object) && py_mod("builtins")$isinstance(object, keras$Sequential)) {
-    with_py_errors(object$add(layer), fn, call)
+    with_py_errors(object$add(layer), call)
     return(object)
   }
-  with_py_errors(py_invoke(layer, list(to_py(object))), fn, call)
+  with_py_errors(py_invoke(layer, list(to_py(object))), call)
 }
 
 snake_case <- function(x) tolower(gsub("([a-z])([A-Z])", "\\1_\\2", x))

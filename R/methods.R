@@ -72,8 +72,10 @@ tensor_math <- function(x, ...) {
   }
   op <- math_ops[generic]
   if (is.na(op)) {
+    # dispatched from a primitive, the method has no frame of the user's call: name the generic
     cg_abort(c("{.fn {generic}} is not supported for tensors.",
-               i = "Use the matching {.code op_*()} function of keras3."), "type", call = NULL)
+               i = "Use the matching {.code op_*()} function of keras3."),
+             "type", call = call2(generic))
   }
   ops[[op]](x)
 }
@@ -81,10 +83,12 @@ tensor_math <- function(x, ...) {
 tensor_summary <- function(..., na.rm = FALSE) {
   ops <- py_mod("keras")$ops
   generic <- .Generic
+  # dispatched from a primitive, the method has no frame of the user's call: name the generic
+  call <- call2(generic)
   one <- function(x) switch(generic,
     sum = ops$sum(x), prod = ops$prod(x), max = ops$max(x), min = ops$min(x),
     all = ops$all(x), any = ops$any(x),
-    cg_abort("{.fn {generic}} is not supported for tensors.", "type", call = NULL))
+    cg_abort("{.fn {generic}} is not supported for tensors.", "type", call = call))
   values <- lapply(list(...), one)
   if (length(values) == 1L) return(values[[1]])
   Reduce(function(a, b) switch(generic, sum = a + b, prod = a * b,

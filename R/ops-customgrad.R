@@ -33,73 +33,73 @@
 NULL
 
 
-# Calls customgrad.ops.<name>; `fn` names the R function in errors.
-customgrad_op <- function(name, fn, x, ...) {
+# Calls customgrad.ops.<name>; errors report `call`, the op_*() function the user called.
+customgrad_op <- function(name, x, ..., call = caller_env()) {
   op <- py_mod("customgrad")$ops[[name]]
-  with_py_errors(py_invoke(op, c(list(to_py(x)), list(...))), fn)
+  with_py_errors(py_invoke(op, c(list(to_py(x)), list(...))), call)
 }
 
 #' @rdname customgrad_ops
 #' @export
-op_log1pexp <- function(x) customgrad_op("log1pexp", "op_log1pexp", x)
+op_log1pexp <- function(x) customgrad_op("log1pexp", x)
 
 #' @rdname customgrad_ops
 #' @export
 op_reverse_gradient <- function(x, scale = 1) {
-  customgrad_op("reverse_gradient", "op_reverse_gradient", x, scale)
+  customgrad_op("reverse_gradient", x, scale)
 }
 
 #' @rdname customgrad_ops
 #' @export
-op_scale_gradient <- function(x, scale) customgrad_op("scale_gradient", "op_scale_gradient", x, scale)
+op_scale_gradient <- function(x, scale) customgrad_op("scale_gradient", x, scale)
 
 #' @rdname customgrad_ops
 #' @export
 op_clip_gradient <- function(x, min_value, max_value) {
-  customgrad_op("clip_gradient", "op_clip_gradient", x, min_value, max_value)
+  customgrad_op("clip_gradient", x, min_value, max_value)
 }
 
 #' @rdname customgrad_ops
 #' @export
 op_clip_gradient_norm <- function(x, max_norm) {
-  customgrad_op("clip_gradient_norm", "op_clip_gradient_norm", x, max_norm)
+  customgrad_op("clip_gradient_norm", x, max_norm)
 }
 
 #' @rdname customgrad_ops
 #' @export
-op_round_ste <- function(x) customgrad_op("round_ste", "op_round_ste", x)
+op_round_ste <- function(x) customgrad_op("round_ste", x)
 
 #' @rdname customgrad_ops
 #' @export
-op_sign_ste <- function(x) customgrad_op("sign_ste", "op_sign_ste", x)
+op_sign_ste <- function(x) customgrad_op("sign_ste", x)
 
 #' @rdname customgrad_ops
 #' @export
-op_safe_sqrt <- function(x) customgrad_op("safe_sqrt", "op_safe_sqrt", x)
+op_safe_sqrt <- function(x) customgrad_op("safe_sqrt", x)
 
 #' @rdname customgrad_ops
 #' @export
 op_safe_norm <- function(x, axis = NULL, keepdims = FALSE) {
-  customgrad_op("safe_norm", "op_safe_norm", x, as_axis(axis, "op_safe_norm"), keepdims)
+  customgrad_op("safe_norm", x, as_axis(axis), keepdims)
 }
 
 #' @rdname customgrad_ops
 #' @export
 op_safe_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
-  customgrad_op("logsumexp", "op_safe_logsumexp", x, as_axis(axis, "op_safe_logsumexp"), keepdims)
+  customgrad_op("logsumexp", x, as_axis(axis), keepdims)
 }
 
 #' @rdname customgrad_ops
 #' @export
-op_efficient_swish <- function(x) customgrad_op("swish", "op_efficient_swish", x)
+op_efficient_swish <- function(x) customgrad_op("swish", x)
 
 # 1-based R axes (negative ones count from the end) as keras3 takes them, 0-based for Python.
-as_axis <- function(axis, fn, call = caller_env()) {
+as_axis <- function(axis, arg = caller_arg(axis), call = caller_env()) {
   if (is.null(axis)) return(NULL)
   if (!is.numeric(axis) || anyNA(axis) || any(axis != round(axis)) || any(axis == 0)) {
     cg_abort(
-      c("{.arg axis} of {.fn {fn}} must be whole non-zero numbers (1-based axes; -1 is the last).",
-        x = "Received {describe_value(axis)}."),
+      c("{.arg {arg}} must be whole non-zero numbers (1-based axes; -1 is the last).",
+        x = "Received {obj_type_friendly(axis)}."),
       "axis", call = call
     )
   }
@@ -115,8 +115,8 @@ as_axis <- function(axis, fn, call = caller_env()) {
 op_straight_through <- function(fn) {
   if (!is.function(fn)) {
     cg_abort(
-      c("{.fn op_straight_through} needs a function of one tensor.",
-        x = "Received {describe_value(fn)}."),
+      c("{.arg fn} must be a function of one tensor.",
+        x = "Received {obj_type_friendly(fn)}."),
       "type"
     )
   }

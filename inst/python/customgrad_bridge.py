@@ -12,8 +12,6 @@ from __future__ import annotations
 import inspect
 import keyword
 
-import keras
-
 import customgrad
 
 _P = inspect.Parameter
@@ -112,8 +110,3 @@ def shape(x):
     """The static shape as a list of ints (None for unknown dimensions), on every backend."""
     return [None if d is None else int(d) for d in tuple(x.shape)]
 
-
-def describe(x) -> str:
-    """A short description of a tensor: backend, dtype and shape."""
-    dtype = keras.backend.standardize_dtype(x.dtype) if hasattr(x, "dtype") else "?"
-    return f"{type(x).__module__.split('.')[0]} tensor, dtype={dtype}, shape={tuple(shape(x))}"

@@ -7,7 +7,7 @@ sq_grad <- function(fwd_out, g) op_custom_gradient(function(x) tuple(fwd_out(x),
 bad_input_cases <- list(
   list(name = "f is not a function",
        run = function() op_custom_gradient(3),
-       msg = "must be a function.*Received a double vector"),
+       msg = "must be a function.*Received the number 3"),
   list(name = "f returns a bare value",
        run = function() op_custom_gradient(function(x) x * 2)(1),
        msg = "must return .*tuple\\(output, grad\\).*returned"),

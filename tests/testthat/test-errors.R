@@ -13,6 +13,17 @@ test_that("argument errors name the function, what it expected and what it recei
   })
 })
 
+test_that("errors report the function the user called as their call", {
+  skip_without_python()
+  call_of <- function(expr) rlang::call_name(tryCatch(expr, customgrad_error = identity)$call)
+  expect_identical(call_of(op_grad("not a function")), "op_grad")
+  expect_identical(call_of(op_grad(function(x) x, argnums = 0)), "op_grad")
+  expect_identical(call_of(op_safe_norm(c(1, 2), axis = 0)), "op_safe_norm")
+  expect_identical(call_of(layer_scale_gradient(scale = "big")), "layer_scale_gradient")
+  # the functions customgrad returns report the call that made them
+  expect_identical(call_of(op_grad(function(x) x * 2)(c(1, 2))), "op_grad")
+})
+
 test_that("errors have the classes ?customgrad_errors documents", {
   skip_without_python()
   expect_error(op_custom_gradient(3), class = "customgrad_error_type")
