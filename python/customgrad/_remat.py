@@ -15,7 +15,7 @@ from keras.src.backend.common.stateless_scope import get_stateless_scope, in_sta
 
 from . import _messages as msg, _tree
 from ._autodiff import vjp
-from ._core import custom_gradient
+from ._core import backend_module, custom_gradient
 from ._variables import recording, variable_name
 
 
@@ -110,26 +110,7 @@ class _variables_bound(keras.StatelessScope):
 
 
 def _recompute_inputs(primals):
-    """What the replay starts from. Two backends need a word (the others take primals as they
-    are): jax, inside a compiled program, would merge the replay with the forward it equals
-    (common-subexpression elimination) and keep the intermediates after all, which an
-    optimization barrier prevents, as jax.checkpoint does; torch would differentiate the replay
-    through the forward's graph (its inputs still require grad there), keeping a graph of the
-    gradient, unless the backward itself is being differentiated (create_graph=True)."""
-    backend = keras.backend.backend()
-    leaves = _tree.flatten(primals)
-    if backend == "jax":
-        import jax
-
-        arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
-        for i, leaf in zip(arrays, jax.lax.optimization_barrier([leaves[i] for i in arrays])):
-            leaves[i] = leaf
-    elif backend == "torch":
-        import torch
-
-        if torch.is_grad_enabled():
-            return primals
-        leaves = [leaf.detach() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
-    else:
-        return primals
+    """What the replay starts from: the primals, each leaf as the backend's
+    `recomputation_inputs` gives it (see the backend contract)."""
+    leaves = backend_module().recomputation_inputs(_tree.flatten(primals))
     return _tree.unflatten(primals, leaves)

@@ -1,5 +1,5 @@
 """Code written for tf.custom_gradient, run with `customgrad.custom_gradient` in its place, where
-the two used to differ (issue 23): a GradientTape that f opens itself, and the variables handed to
+the two used to differ: a GradientTape that f opens itself, and the variables handed to
 grad_fn. Where they should agree, a case runs the same code under both decorators and expects the
 same result. Still open: grad_fns written for tf.custom_gradient that call `.ref()` or
 GradientTape.watch on the keras.Variables f read (a strict xfail below)."""
@@ -321,7 +321,7 @@ def recompute_model(decorator):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "open (issue 23): variables= holds the keras.Variables a Dense layer reads, where "
+    "not yet supported: variables= holds the keras.Variables a Dense layer reads, where "
     "tf.custom_gradient passes their tf.Variables; code that calls .ref() or "
     "GradientTape.watch on them fails (a CustomGradientError that says why). Passing "
     "tf.Variables instead breaks backend-agnostic grad_fns that compare them with the layer's "

@@ -29,3 +29,11 @@ keras3_registered <- function(cls) {
   }
   found
 }
+
+# Runs R code (lines) in a fresh Rscript process with this session's libraries; its output lines.
+run_r <- function(code, env = character()) {
+  rscript <- file.path(R.home("bin"), "Rscript")
+  libs <- paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep))
+  system2(rscript, c("-e", shQuote(paste(code, collapse = "\n"))), stdout = TRUE, stderr = TRUE,
+          env = c(libs, env))
+}

@@ -1,13 +1,6 @@
 # customgrad inside keras3: the attach order changes nothing, and keras3 models trained with
 # fit() use customgrad's gradients.
 
-run_r <- function(code) {
-  rscript <- file.path(R.home("bin"), "Rscript")
-  libs <- paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep))
-  system2(rscript, c("-e", shQuote(paste(code, collapse = "\n"))), stdout = TRUE, stderr = TRUE,
-          env = libs)
-}
-
 # keras3's documented torch spelling (`\(..., upstream)`), jax's (`function(dy)`) and a
 # variable read by f, each evaluated after the two packages are attached in `order`.
 load_order_script <- function(order) c(

@@ -1,13 +1,6 @@
 # Loading customgrad starts no Python, sets no environment variable and declares its Python
 # package to reticulate (py_require()), as keras3 does for keras.
 
-run_r <- function(code, env = character()) {
-  rscript <- file.path(R.home("bin"), "Rscript")
-  libs <- paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep))
-  system2(rscript, c("-e", shQuote(paste(code, collapse = "; "))), stdout = TRUE, stderr = TRUE,
-          env = c(libs, env))
-}
-
 test_that("loading customgrad neither starts Python nor sets RETICULATE_PYTHON", {
   out <- run_r(c(
     "Sys.unsetenv('RETICULATE_PYTHON')",

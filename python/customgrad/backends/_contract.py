@@ -84,6 +84,11 @@ class Autodiff(Backend, Protocol):
     def ones_like(self, x: Any) -> Any:
         """Ones of x's shape and dtype."""
 
+    def recomputation_inputs(self, leaves: list) -> list:
+        """The leaves a recomputation in the backward (`customgrad.remat`) starts from: the
+        same values, kept from being merged with the forward they repeat or from being
+        differentiated through the forward's graph."""
+
     def vjp_flat(self, fn: Callable, values: list, reusable: bool = True) -> tuple:
         """Runs fn(*values) -> output leaves; returns (outputs, back(cotangents) -> one gradient
         per value). `reusable`: back may run more than once."""

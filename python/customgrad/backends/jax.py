@@ -284,6 +284,17 @@ def ones_like(x):
     return jnp.ones(x.shape, x.dtype)
 
 
+def recomputation_inputs(leaves):
+    # inside a compiled program XLA would merge the recomputation with the forward it equals
+    # (common-subexpression elimination) and keep the intermediates after all; an optimization
+    # barrier prevents that, as in jax.checkpoint
+    arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
+    leaves = list(leaves)
+    for i, leaf in zip(arrays, jax.lax.optimization_barrier([leaves[i] for i in arrays])):
+        leaves[i] = leaf
+    return leaves
+
+
 def vjp_flat(fn, values, reusable=True):
     """Runs fn(*values) -> output leaves; returns (outputs, back(cotangent leaves) -> grads).
     (A jax VJP function can always run again: `reusable` is for tensorflow's tape.)"""

@@ -579,6 +579,10 @@ def ones_like(x):
     return tf.ones_like(x)
 
 
+def recomputation_inputs(leaves):
+    return list(leaves)  # the recomputation's tape watches its own inputs: nothing to cut
+
+
 def vjp_flat(fn, values, reusable=True):
     """Runs fn(*values) -> output leaves under a tape; returns (outputs, back(cotangents)).
 

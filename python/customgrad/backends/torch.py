@@ -521,6 +521,15 @@ def ones_like(x):
     return torch.ones_like(x)
 
 
+def recomputation_inputs(leaves):
+    # the inputs still require grad from the forward: differentiated as they are, the
+    # recomputation would keep a graph of the gradient, unless the backward itself is being
+    # differentiated (create_graph=True)
+    if torch.is_grad_enabled():
+        return list(leaves)
+    return [leaf.detach() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+
+
 def vjp_flat(fn, values, reusable=True):
     """Runs fn(*values) -> output leaves with autograd on; returns (outputs, back(cotangents)).
 
