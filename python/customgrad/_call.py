@@ -169,6 +169,34 @@ class Backward:
         result = call_grad_fn(self.grad_fn, self.f, self.output, upstream, variables)
         return check_gradients(self, result, variables, variable_values)
 
+    def linked(self, cotangents, outputs=None, inputs=(), variables=(), variable_values=(),
+               wanted=()) -> list:
+        """`__call__` in the terms of an autodiff that linked some outputs and some inputs.
+
+        Args:
+            cotangents: one upstream gradient per linked output.
+            outputs: the positions among the output leaves of the linked outputs (None: all).
+            inputs: the positions among the tensor leaves of the inputs whose gradients the
+                autodiff takes.
+            variables, variable_values: the variables the forward read, and their values.
+            wanted: the variable values whose gradients the autodiff takes, matched by identity
+                with `variable_values` (one f did not read gets None).
+
+        Returns:
+            The gradients of `inputs`, then those of `wanted`, in that order (None: zero).
+        """
+        if outputs is not None:
+            full = [None] * len(self.output_specs)
+            for j, ct in zip(outputs, cotangents):
+                full[j] = ct
+            cotangents = full
+        input_grads, var_grads = self(cotangents, variables, variable_values)
+        grads = [input_grads[k] for k in inputs]
+        if wanted:
+            by_id = {id(v): g for v, g in zip(variable_values, var_grads)}
+            grads += [by_id.get(id(v)) for v in wanted]
+        return grads
+
     def rebuild(self, output_leaves: list):
         """The output's structure with `output_leaves` as its leaves."""
         return rebuild(self.output, output_leaves)

@@ -232,22 +232,17 @@ def call(arguments):
         out_leaves, new_values, backward, rec = forward(*primals)
         variables, var_values = rec.variables, rec.raw_values
         float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
-        n_outputs = len(out_leaves)
         variable_primals = primals[n_inputs:]
         eager = not any(isinstance(p, jax.core.Tracer) for p in primals)
         del primals  # the rule must not hold the inputs (only specs): grad_fn keeps what it needs
 
         def rule(*cotangents):
-            full = [None] * n_outputs
-            for j, ct in zip(float_outputs, cotangents):
-                full[j] = ct
             # grad_fn may read variables too (a closure over layer.kernel)
             with bound(variable_primals) as scope:
-                input_grads, var_grads = backward(full, variables, var_values)
+                grads = backward.linked(cotangents, float_outputs, positional, variables,
+                                        var_values, variable_primals)
             if scope is not None and scope.updates:
                 raise msg.jax_grad_fn_assigned(backward.f, len(scope.updates))
-            by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-            grads = [input_grads[k] for k in positional] + [by_id.get(id(v)) for v in variable_primals]
             return [
                 zeros(p) if g is None else g
                 for g, p in zip(grads, primal_specs)
@@ -363,14 +358,9 @@ def call_forward_mode(arguments):
         floating_in = [k for k, p in enumerate(primal_specs) if p.floating]
 
         def rule(*cotangents):  # cotangents of the float outputs -> grads of the float inputs
-            full = [None] * len(out_leaves)
-            for j, ct in zip(float_outputs, cotangents):
-                full[j] = ct
             with _variables_bound(mapping, candidate_ids, variable_primals):
-                input_grads, var_grads = backward(full, rec.variables, rec.raw_values)
-            by_id = {id(v): g for v, g in zip(rec.raw_values, var_grads)}
-            grads = ([input_grads[k] for k in positional]
-                     + [by_id.get(id(v)) for v in variable_primals])
+                grads = backward.linked(cotangents, float_outputs, positional, rec.variables,
+                                        rec.raw_values, variable_primals)
             return [zeros(primal_specs[k]) if grads[k] is None else grads[k] for k in floating_in]
 
         concrete = not any(isinstance(p, jax.core.Tracer) for p in primals)

@@ -386,12 +386,11 @@ def call(arguments):
         variables, var_values = _variables_read(rec, watcher, arguments.leaves)
         captured["backward"] = backward
 
-        def backward_fn(cotangents):
-            input_grads, var_grads = _backward(
-                backward, _upstream_leaves(backward, cotangents), variables, var_values)
-            return [_component(g) for g in input_grads], var_grads
+        def backward_fn(cotangents, wanted):
+            return _backward(backward, _upstream_leaves(backward, cotangents), variables,
+                             var_values, wanted)
 
-        return out_leaves, _tf_grad_fn(backward_fn, var_values)
+        return out_leaves, _tf_grad_fn(backward_fn, len(tape_inputs))
 
     try:
         outputs = forward(*tape_inputs)
@@ -426,8 +425,9 @@ def _unwatched(tensors) -> list:
         return [tf.identity(t) for t in tensors]
 
 
-def _backward(backward, cotangents, variables, var_values):
-    """backward(cotangents, variables, var_values): grad_fn's call.
+def _backward(backward, cotangents, variables, var_values, wanted):
+    """grad_fn's call: the gradients (flat components) of every tensor leaf of the arguments,
+    then those of `wanted` (variable values).
 
     `variables` holds the keras.Variables f read as they are, the objects a backend-agnostic
     grad_fn compares with its layer's own (`variables == [self.kernel]`), where
@@ -438,27 +438,28 @@ def _backward(backward, cotangents, variables, var_values):
     original error.
     """
     try:
-        return backward(cotangents, variables, var_values)
+        grads = backward.linked(cotangents, None, range(len(backward.input_specs)), variables,
+                                var_values, wanted)
     except (TypeError, AttributeError, ValueError) as error:
         names = [v.path for v in variables if isinstance(v, keras.Variable)]
         # Python's and TensorFlow's words for a keras.Variable where a tf.Variable was expected
         if names and "'Variable'" in str(error) and not isinstance(error, CustomGradientError):
             raise msg.tf_keras_variables_in_grad_fn(backward.f, error, names) from error
         raise
+    return [_component(g) for g in grads]
 
 
-def _tf_grad_fn(backward_fn, var_values):
-    """The grad function handed to tf.custom_gradient: `backward_fn(cotangents)` returns (input
-    gradients, gradients of `var_values`, the variables f read)."""
+def _tf_grad_fn(backward_fn, n_inputs):
+    """The grad function handed to tf.custom_gradient: `backward_fn(cotangents, wanted)` returns
+    the gradients of the `n_inputs` inputs, then those of the variables `wanted`."""
 
     def grad(*cts, variables=None):
         # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
         # those are not among what f read for grad_fn, and get no gradient
-        input_grads, var_grads = backward_fn(cts)
+        grads = backward_fn(cts, variables or ())
         if variables is None:
-            return input_grads
-        by_id = {id(v): g for v, g in zip(var_values, var_grads)}
-        return input_grads, [by_id.get(id(v)) for v in variables]
+            return grads
+        return grads[:n_inputs], grads[n_inputs:]
 
     return grad
 
@@ -494,9 +495,8 @@ def _call_eager(arguments, tape_inputs, first_order_only):
     inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in var_values]
 
     def backward_fn(*cotangents):
-        input_grads, var_grads = _backward(
-            backward, _upstream_leaves(backward, cotangents), variables, var_values)
-        return [_component(g) for g in input_grads] + (var_grads or [None] * len(variables))
+        return _backward(backward, _upstream_leaves(backward, cotangents), variables, var_values,
+                         var_values)
 
     record.record_operation(f"customgrad_{msg.fn_name(f)}", outputs, inputs, backward_fn)
     return backward.rebuild(result_leaves)
@@ -545,10 +545,10 @@ def _call_graph_forward_mode(arguments):
         captured.update(backward=backward, variables=variables, var_values=var_values,
                         out_leaves=out_leaves)
 
-        def backward_fn(cotangents):
-            return _backward(backward, cotangents, variables, var_values)
+        def backward_fn(cotangents, wanted):
+            return _backward(backward, cotangents, variables, var_values, wanted)
 
-        return out_leaves, _tf_grad_fn(backward_fn, var_values)
+        return out_leaves, _tf_grad_fn(backward_fn, len(tensors))
 
     results = forward(*arguments.tensor_values)
     backward = captured["backward"]
@@ -559,8 +559,7 @@ def _call_graph_forward_mode(arguments):
     inputs = list(arguments.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
 
     def backward_fn(*cotangents):
-        input_grads, var_grads = _backward(backward, cotangents, variables, var_values)
-        return input_grads + (var_grads or [None] * len(variables))
+        return _backward(backward, cotangents, variables, var_values, var_values)
 
     record.record_operation(f"customgrad_{msg.fn_name(arguments.f)}", outputs, inputs,
                             backward_fn)

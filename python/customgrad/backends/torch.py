@@ -333,8 +333,9 @@ def _link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual
     every_output = len(linked_outputs) == n_outputs
     every_input = len(inputs) == len(values)
     linked_inputs = values if every_input else [values[k] for k in inputs]
-    if linked_vars:
-        linked_inputs = linked_inputs + [var_values[i] for i in linked_vars]
+    wanted = [var_values[i] for i in linked_vars]
+    if wanted:
+        linked_inputs = linked_inputs + wanted
     versions = _closure_versions(backward.grad_fn)
 
     def backward_fn(cotangents):  # holds the Backward (specs), not the arguments
@@ -342,18 +343,8 @@ def _link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual
             raise _hidden_leaves_error(backward.f, backward.grad_fn, hidden)
         if versions:
             _check_versions(versions, backward.f)
-        if every_output:
-            full = list(cotangents)
-        else:
-            full = [None] * n_outputs
-            for j, ct in zip(linked_outputs, cotangents):
-                full[j] = ct
-        input_grads, var_grads = backward(full, variables, var_values)
-        grads = input_grads if every_input else [input_grads[k] for k in inputs]
-        if linked_vars:
-            var_grads = var_grads or [None] * len(variables)
-            grads += [var_grads[i] for i in linked_vars]
-        return grads
+        return backward.linked(cotangents, None if every_output else linked_outputs, inputs,
+                               variables, var_values, wanted)
 
     if transformed or dual:
         backward_fn.forward_info = (backward.f, backward.grad_fn)  # for the derived JVP
