@@ -20,7 +20,7 @@ from ._call import Call
 from ._forward import call_forward_mode, forward_mode_option
 from ._messages import fn_name
 from ._variables import install as install_variable_recorder
-from .backends import AUTODIFF, NAMES
+from ._backend_names import AUTODIFF, NAMES
 
 _backend_modules: dict = {}
 

@@ -215,7 +215,7 @@ def composite_misfit(who: str, grad, detail: str, where: str, spec, expected: st
 
 # -- forward mode -------------------------------------------------------------------------------
 
-def nonlinear(f, grad_fn, why: str) -> CustomGradientError:
+def grad_fn_not_linear(f, grad_fn, why: str) -> CustomGradientError:
     return CustomGradientError(
         f"{_CG}: the grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` is not linear in its "
         f"upstream gradient ({why}), so it defines no forward-mode derivative: a JVP is derived "

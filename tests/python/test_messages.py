@@ -8,7 +8,7 @@ import numpy as np
 
 from customgrad import _messages as msg, _tree
 from customgrad._messages import CustomGradientError
-from customgrad._spec import OutputSpec
+from customgrad._spec import TensorSpec
 
 
 def f(x):
@@ -237,7 +237,7 @@ def test_grad_vars_count():
 
 def test_grad_xs_structure():
     error = msg.grad_xs_structure(
-        f, grad, (OutputSpec((2,), 'float32', None, True), 3), 1, [1.0, 2.0, 3.0],
+        f, grad, (TensorSpec((2,), 'float32', None, True), 3), 1, [1.0, 2.0, 3.0],
         _tree.StructureMismatch('', 'a tuple of length 2', 'a list of length 3'))
     _pin(error, CustomGradientError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` must return one gradient per '
@@ -279,7 +279,7 @@ def test_variable_place():
 def test_composite_misfit():
     error = msg.composite_misfit(
         msg.grad_fn_of(f, grad), np.zeros((3,), 'float32'),
-        ' (a dense tensor of shape (3,))', 'args[0]', OutputSpec((2, None), 'float32', None, True),
+        ' (a dense tensor of shape (3,))', 'args[0]', TensorSpec((2, None), 'float32', None, True),
         'a dense tensor of its flat values')
     _pin(error, str, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` returned a numpy array of shape (3,) '
@@ -288,8 +288,8 @@ def test_composite_misfit():
     ))
 
 
-def test_nonlinear():
-    error = msg.nonlinear(f, grad, 'clips the upstream')
+def test_grad_fn_not_linear():
+    error = msg.grad_fn_not_linear(f, grad, 'clips the upstream')
     _pin(error, CustomGradientError, (
         'customgrad.custom_gradient: the grad_fn `grad` of `f` is not linear in its upstream '
         'gradient (clips the upstream), so it defines no forward-mode derivative: a JVP is '
@@ -504,7 +504,7 @@ def test_check_no_float_argument():
 
 
 def test_check_composite_argument():
-    error = msg.check_composite_argument('args[0]', f, OutputSpec((2, None), 'float32', None, True))
+    error = msg.check_composite_argument('args[0]', f, TensorSpec((2, None), 'float32', None, True))
     _pin(error, ValueError, (
         'customgrad.check_gradients: args[0] of `f` is a tensor of shape (2, None) and dtype '
         'float32; finite differences need dense tensors. Check a function of its (flat) values '
