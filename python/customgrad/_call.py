@@ -221,8 +221,7 @@ def _output_leaf(f, leaf, output, j):
     (None, strings) stays as it is and gets no gradient."""
     if isinstance(leaf, _NUMBERS) or _tree.framework_of(leaf) in ("numpy", "keras"):
         return keras.ops.convert_to_tensor(leaf)
-    refuse_foreign(leaf, msg.returned(f"`{msg.fn_name(f)}`"),
-                   lambda: _tree.leaf_paths(output, "output")[j])
+    refuse_foreign(leaf, f"`{msg.fn_name(f)}`", lambda: _tree.leaf_paths(output, "output")[j])
     return leaf
 
 
@@ -333,7 +332,7 @@ def _checked(backward: Backward, grad, spec, where):
         return where()
 
     if not B.is_tensor(grad):
-        refuse_foreign(grad, msg.returned(msg.grad_fn_of(f, grad_fn)), place)
+        refuse_foreign(grad, msg.grad_fn_of(f, grad_fn), place)
     grad = B.convert(grad, spec)
     if isinstance(spec, TensorSpec) and spec.check_gradient is not None:
         return spec.check_gradient(grad, msg.grad_fn_of(f, grad_fn), place())
@@ -348,14 +347,15 @@ def _checked(backward: Backward, grad, spec, where):
     return B.cast_like(grad, spec)
 
 
-def refuse_foreign(value, what: str, where) -> None:
+def refuse_foreign(value, who: str, where) -> None:
     """Raises if `value` is a tensor of a framework other than the active Keras backend's (a
     tf.exp inside f run on jax, say): the backend cannot differentiate it, and converting it would
-    hide that the computation left the backend. `where()` names the place, for the message."""
+    hide that the computation left the backend. `who` returned it (f's name in backquotes, or
+    `msg.grad_fn_of`); `where()` names the place, for the message."""
     framework = _tree.framework_of(value)
     backend = keras.backend.backend()
     if framework in AUTODIFF and framework != backend:
-        raise msg.foreign_framework(framework, backend, msg.foreign_value(what, value, where()))
+        raise msg.foreign_value(framework, backend, who, value, where())
 
 
 def _converts_to_tensor(leaf) -> bool:

@@ -142,7 +142,8 @@ class _Problem:
         tangents = [keras.ops.zeros_like(value) for value in self.values]
         tangents[k] = keras.ops.convert_to_tensor(v, dtype=_dtype_name(self.values[k]))
         _, jv = jvp(lambda *values: self.call(values), tuple(self.values), tuple(tangents))
-        return [np.zeros(o.shape) if t is None else _np(t) for t, o in zip(_tree.flatten(jv), outs)]
+        return [np.zeros(o.shape) if t is None else _np(t)
+                for t, o in zip(_tree.flatten(jv), outs)]
 
 
 @contextlib.contextmanager
