@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # the one list of backends, read without importing Keras in this process
 BACKENDS = list(runpy.run_path(
-    str(ROOT / "python" / "customgrad" / "backends" / "__init__.py"))["AUTODIFF"])
+    str(ROOT / "python" / "customgrad" / "_backend_names.py"))["AUTODIFF"])
 PINNED_ENV = {
     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",

@@ -9,8 +9,8 @@ out=$(mktemp -d)
 status=0
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
 
-# the one list of backends (python/customgrad/backends/__init__.py)
-backends=$($PY -c 'import runpy; print(*runpy.run_path("python/customgrad/backends/__init__.py")["NAMES"])')
+# the one list of backends (python/customgrad/_backend_names.py)
+backends=$($PY -c 'import runpy; print(*runpy.run_path("python/customgrad/_backend_names.py")["NAMES"])')
 for backend in $backends; do
   echo "=== pytest tests/python with KERAS_BACKEND=$backend ==="
   KERAS_BACKEND=$backend $PY -m pytest -q -p no:cacheprovider tests/python \

@@ -10,9 +10,9 @@ import runpy
 import subprocess
 import sys
 
-# the one list of backends (customgrad/backends/__init__.py), read without importing Keras here
+# the one list of backends (customgrad/_backend_names.py), read without importing Keras here
 AUTODIFF = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python",
-                                       "customgrad", "backends", "__init__.py"))["AUTODIFF"]
+                                       "customgrad", "_backend_names.py"))["AUTODIFF"]
 X = [0.0, 10.0, 100.0]
 
 PER_BACKEND = """

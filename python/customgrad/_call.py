@@ -26,9 +26,9 @@ import numpy as np
 
 from . import _messages as msg, _tree
 from ._convention import call_grad_fn
-from ._spec import OutputSpec
+from ._spec import TensorSpec
 from ._variables import variable_name
-from .backends import AUTODIFF  # the list of names only: no backend module
+from ._backend_names import AUTODIFF
 
 
 class Call:
@@ -83,7 +83,8 @@ class Call:
     def output(self, tensor_values) -> tuple[object, list]:
         """Calls f once with the tensor leaves replaced by `tensor_values`, where nothing can
         differentiate the call; returns (f's output, its leaves), checked."""
-        output, leaves, _ = check_forward(self.f, self._run(tensor_values), self.backend)
+        output, leaves, _ = checked_forward_result(self.f, self._run(tensor_values),
+                                                   self.backend)
         return output, leaves
 
     def forward(self, tensor_values) -> tuple[object, list, "Backward"]:
@@ -93,7 +94,7 @@ class Call:
 
     def accept(self, result) -> tuple[object, list, "Backward"]:
         """`forward` for what f returned when it ran on this call's tensors."""
-        output, leaves, grad_fn = check_forward(self.f, result, self.backend)
+        output, leaves, grad_fn = checked_forward_result(self.f, result, self.backend)
         spec, is_tensor = self.backend.spec, self.backend.is_tensor
         output_specs = [spec(o) if is_tensor(o) else None for o in leaves]
         input_specs = [spec(v) for v in self.tensor_values]
@@ -224,7 +225,7 @@ def plain_backward(f, grad_fn, backend, input_specs: list, output_specs: list,
 _NUMBERS = (bool, int, float, complex)
 
 
-def check_forward(f, result, backend) -> tuple[object, list, object]:
+def checked_forward_result(f, result, backend) -> tuple[object, list, object]:
     """What f returned, checked: (output, its leaves, grad_fn). Numbers and numpy values among
     the output's leaves become tensors, as with tf/jax.custom_gradient (they are outputs like any
     other and get an upstream gradient); another framework's tensor is an error."""
@@ -248,12 +249,11 @@ def _output_leaf(f, leaf, output, j):
     (None, strings) stays as it is and gets no gradient."""
     if isinstance(leaf, _NUMBERS) or _tree.framework_of(leaf) in ("numpy", "keras"):
         return keras.ops.convert_to_tensor(leaf)
-    refuse_foreign(leaf, msg.returned(f"`{msg.fn_name(f)}`"),
-                   lambda: _tree.leaf_paths(output, "output")[j])
+    refuse_foreign(leaf, f"`{msg.fn_name(f)}`", lambda: _tree.leaf_paths(output, "output")[j])
     return leaf
 
 
-def check_gradients(backward: Backward, result, variables=(), variable_values=()):
+def checked_gradients(backward: Backward, result, variables=(), variable_values=()):
     """What grad_fn returned, checked against the arguments and the variables: (one gradient or
     None per tensor leaf of the arguments, one gradient or None per variable), each gradient
     converted to its input's dtype. A gradient for a non-differentiable leaf is dropped."""
@@ -276,12 +276,15 @@ def check_gradients(backward: Backward, result, variables=(), variable_values=()
     if grad_vars is not None:
         for var, value, g in zip(variables, variable_values, grad_vars):
             var_grads.append(None if g is None else _checked(
-                backward, g, value, msg.variable_place(variable_name(var))))
+                backward, g, value, lambda var=var: msg.variable_place(variable_name(var))))
     return input_grads, var_grads
 
 
+check_gradients = checked_gradients  # old name, until the backends move
+
+
 def plain_gradients(result, input_specs: list, backend) -> list | None:
-    """The common case of `check_gradients`, for positional tensors that all get gradients:
+    """The common case of `checked_gradients`, for positional tensors that all get gradients:
     grad_fn returned one tensor of its input's shape and dtype per input (a tensor for one
     input); that list, accepted as it is. None where the general rules are needed."""
     is_tensor = backend.is_tensor
@@ -347,21 +350,24 @@ def _scatter_flat(flat: list, is_tensor_leaf: list) -> list:
 
 def _checked(backward: Backward, grad, spec, where):
     """`grad` converted, shape-checked and cast for the input of spec (or value) `spec`; `where`
-    names the input: a leaf index of the arguments, or a text."""
+    names the input: a leaf index of the arguments, or a function returning its name (a
+    variable's name is looked up only when a message needs it)."""
     B, f, grad_fn = backward.backend, backward.f, backward.grad_fn
 
     def place():
-        return _tree.leaf_paths(backward.args, "args")[where] if isinstance(where, int) else where
+        if isinstance(where, int):
+            return _tree.leaf_paths(backward.args, "args")[where]
+        return where()
 
     if not B.is_tensor(grad):
-        refuse_foreign(grad, msg.returned(msg.grad_fn_of(f, grad_fn)), place)
+        refuse_foreign(grad, msg.grad_fn_of(f, grad_fn), place)
     grad = B.convert(grad, spec)
-    if isinstance(spec, OutputSpec) and spec.check_gradient is not None:
+    if isinstance(spec, TensorSpec) and spec.check_gradient is not None:
         return spec.check_gradient(grad, msg.grad_fn_of(f, grad_fn), place())
     if grad.shape == spec.shape and grad.dtype == spec.dtype:
         return grad  # the common case; what follows would accept it unchanged
     g_shape = B.static_shape(grad)
-    r_shape = spec.shape if isinstance(spec, OutputSpec) else B.static_shape(spec)
+    r_shape = spec.shape if isinstance(spec, TensorSpec) else B.static_shape(spec)
     if g_shape != r_shape and (len(g_shape) != len(r_shape) or any(
         a is not None and b is not None and a != b for a, b in zip(g_shape, r_shape)
     )):
@@ -369,14 +375,15 @@ def _checked(backward: Backward, grad, spec, where):
     return B.cast_like(grad, spec)
 
 
-def refuse_foreign(value, what: str, where) -> None:
+def refuse_foreign(value, who: str, where) -> None:
     """Raises if `value` is a tensor of a framework other than the active Keras backend's (a
     tf.exp inside f run on jax, say): the backend cannot differentiate it, and converting it would
-    hide that the computation left the backend. `where()` names the place, for the message."""
+    hide that the computation left the backend. `who` returned it (f's name in backquotes, or
+    `msg.grad_fn_of`); `where()` names the place, for the message."""
     framework = _tree.framework_of(value)
     backend = keras.backend.backend()
     if framework in AUTODIFF and framework != backend:
-        raise msg.foreign_framework(framework, backend, msg.foreign_value(what, value, where()))
+        raise msg.foreign_value(framework, backend, who, value, where())
 
 
 def _converts_to_tensor(leaf) -> bool:

@@ -136,6 +136,15 @@ class _Problem:
         grads = vjp_fn(_tree.unflatten(out, cts))
         return [np.zeros(v.shape) if g is None else _np(g) for g, v in zip(grads, self.values)]
 
+    def custom_jvp(self, k, v, outs):
+        """J v through customgrad.jvp (derived from grad_fn for a custom-gradient function) for
+        the direction v (numpy) of float leaf k, one numpy array per output leaf."""
+        tangents = [keras.ops.zeros_like(value) for value in self.values]
+        tangents[k] = keras.ops.convert_to_tensor(v, dtype=_dtype_name(self.values[k]))
+        _, jv = jvp(lambda *values: self.call(values), tuple(self.values), tuple(tangents))
+        return [np.zeros(o.shape) if t is None else _np(t)
+                for t, o in zip(_tree.flatten(jv), outs)]
+
 
 @contextlib.contextmanager
 def _keras_keeps_float64():
@@ -232,13 +241,11 @@ def check_gradients(
         if order == 2:
             _check_second_order(problem, rng, tol, eps, directions, report)
     if "fwd" in modes:
-        _check_forward(problem, rng, tol, eps, directions, report)
+        _check_directions(problem, rng, tol, eps, directions, report,
+                          "JVP vs finite differences", mode="fwd")
 
     if raise_on_failure and not report.passed:
-        raise GradientCheckError(
-            msg.check_failed(report),
-            report,
-        )
+        raise GradientCheckError(msg.check_failed(report), report)
     return report
 
 
@@ -252,25 +259,33 @@ def _output_cotangents(problem, rng, f=None):
     return base, outs, [_random_like(rng, o.shape) for o in outs]
 
 
-def _check_directions(problem, rng, tol, eps, directions, report, name, f=None):
+def _central_differences(problem, base, k, step, f=None) -> tuple[list, list]:
+    """f's outputs at the float leaves `base` with leaf k moved by +step and by -step."""
+    plus, minus = list(base), list(base)
+    plus[k], minus[k] = base[k] + step, base[k] - step
+    return problem.call_float64(plus, f), problem.call_float64(minus, f)
+
+
+def _check_directions(problem, rng, tol, eps, directions, report, name, f=None, mode="rev"):
+    """The directional check every mode shares: per random direction v of one leaf and a fixed
+    random output cotangent u, <u, J v> from autodiff (`mode` "rev": <J^T u, v> through the VJP;
+    "fwd": <u, J v> through the JVP) against central finite differences of f along v."""
     base, outs, u = _output_cotangents(problem, rng, f)
     if problem.fd_dtype != "float64":
         eps = max(eps, 1e-3)
     rounding = _ROUNDING[problem.fd_dtype]
     for _ in range(directions):
-        custom = problem.custom_vjp(u, f)
+        custom = problem.custom_vjp(u, f) if mode == "rev" else None
         for k, leaf_index in enumerate(problem.index):
             v = _random_like(rng, base[k].shape)
-            plus = list(base)
-            minus = list(base)
-            plus[k] = base[k] + eps * v
-            minus[k] = base[k] - eps * v
-            f_plus = problem.call_float64(plus, f)
-            f_minus = problem.call_float64(minus, f)
+            if mode == "rev":
+                got = float(np.sum(custom[k] * v))
+            else:
+                got = sum(float(np.sum(ui * g)) for ui, g in zip(u, problem.custom_jvp(k, v, outs)))
+            f_plus, f_minus = _central_differences(problem, base, k, eps * v, f)
             terms = [ui * (fp - fm) / (2 * eps) for ui, fp, fm in zip(u, f_plus, f_minus)]
             fd = sum(float(np.sum(t)) for t in terms)
             scale = sum(float(np.sum(np.abs(t))) for t in terms)
-            got = float(np.sum(custom[k] * v))
             error = abs(got - fd) if math.isfinite(got) else math.inf
             fd_noise = rounding * sum(
                 float(np.sum(np.abs(ui) * (np.abs(fp) + np.abs(fm))))
@@ -294,6 +309,8 @@ def _worst_element(name, path, got, expected, tol, index_text=None) -> Check:
 
 
 def _check_jacobian(problem, tol, eps, report):
+    """The full Jacobian: the directional differences along each unit direction, element by
+    element against the rows J^T e_k from autodiff."""
     base = [_np(v) for v in problem.values]
     outs = problem.call_float64(base)
     n_in = sum(b.size for b in base)
@@ -302,8 +319,7 @@ def _check_jacobian(problem, tol, eps, report):
         raise msg.check_jacobian_too_large(n_in, n_out)
     if problem.fd_dtype != "float64":
         eps = max(eps, 1e-3)
-    # rows[k]: J^T e_k for output element k, through autodiff (custom gradients included)
-    rows = []
+    rows = []  # rows[k]: J^T e_k for output element k, through autodiff
     for j, o in enumerate(outs):
         for idx in np.ndindex(o.shape):
             u = [np.zeros(x.shape) for x in outs]
@@ -313,14 +329,11 @@ def _check_jacobian(problem, tol, eps, report):
         custom = np.stack([row[k] for row in rows], axis=-1)  # (*leaf shape, n_out)
         fd = np.zeros_like(custom)
         for idx in np.ndindex(base[k].shape):
-            plus, minus = list(base), list(base)
-            plus[k], minus[k] = base[k].copy(), base[k].copy()
-            plus[k][idx] += eps
-            minus[k][idx] -= eps
-            fd[idx] = np.concatenate([
-                ((fp - fm) / (2 * eps)).ravel()
-                for fp, fm in zip(problem.call_float64(plus), problem.call_float64(minus))
-            ])
+            step = np.zeros(base[k].shape)
+            step[idx] = eps
+            f_plus, f_minus = _central_differences(problem, base, k, step)
+            fd[idx] = np.concatenate([((fp - fm) / (2 * eps)).ravel()
+                                      for fp, fm in zip(f_plus, f_minus)])
         report.checks.append(_worst_element(
             "Jacobian vs finite differences", problem.paths[leaf_index], custom, fd, tol,
             lambda at: (f"[{', '.join(map(str, at[:-1]))}]" if len(at) > 1 else "")
@@ -379,35 +392,3 @@ def _checked_modes(modes) -> tuple:
     if not isinstance(modes, (tuple, list)) or not modes or any(m not in _MODES for m in modes):
         raise msg.check_option("modes", "a non-empty tuple of 'rev' and 'fwd'", modes)
     return tuple(modes)
-
-
-def _check_forward(problem, rng, tol, eps, directions, report):
-    """Checks the JVP (customgrad.jvp: derived from grad_fn for a custom-gradient function)
-    along random directions, one leaf at a time, through <u, J v> against finite differences."""
-    base, outs, u = _output_cotangents(problem, rng)
-    if problem.fd_dtype != "float64":
-        eps = max(eps, 1e-3)
-    rounding = _ROUNDING[problem.fd_dtype]
-    for _ in range(directions):
-        for k, leaf_index in enumerate(problem.index):
-            v = _random_like(rng, base[k].shape)
-            tangents = [keras.ops.zeros_like(value) for value in problem.values]
-            tangents[k] = keras.ops.convert_to_tensor(v, dtype=_dtype_name(problem.values[k]))
-            _, jv = jvp(lambda *values: problem.call(values), tuple(problem.values),
-                        tuple(tangents))
-            got_leaves = [np.zeros(o.shape) if t is None else _np(t)
-                          for t, o in zip(_tree.flatten(jv), outs)]
-            plus, minus = list(base), list(base)
-            plus[k], minus[k] = base[k] + eps * v, base[k] - eps * v
-            f_plus, f_minus = problem.call_float64(plus), problem.call_float64(minus)
-            terms = [ui * (fp - fm) / (2 * eps) for ui, fp, fm in zip(u, f_plus, f_minus)]
-            fd = sum(float(np.sum(t)) for t in terms)
-            scale = sum(float(np.sum(np.abs(t))) for t in terms)
-            got = sum(float(np.sum(ui * g)) for ui, g in zip(u, got_leaves))
-            error = abs(got - fd) if math.isfinite(got) else math.inf
-            fd_noise = rounding * sum(
-                float(np.sum(np.abs(ui) * (np.abs(fp) + np.abs(fm))))
-                for ui, fp, fm in zip(u, f_plus, f_minus)) / (2 * eps)
-            allowed = tol[0] * math.sqrt(v.size) + tol[1] * max(scale, abs(fd)) + fd_noise
-            report.checks.append(Check("JVP vs finite differences", problem.paths[leaf_index],
-                                       error, allowed))

@@ -2,7 +2,7 @@
 
 The convention is stated once, for users, in `docs/convention.md` ("How upstream gradients
 arrive", "What grad_fn returns"); this module implements its calling half, and
-`_call.check_gradients` checks what grad_fn returns. The case table `tests/upstream_rule.json`
+`_call.checked_gradients` checks what grad_fn returns. The case table `tests/upstream_rule.json`
 pins the rule in Python and in R.
 """
 
@@ -136,7 +136,7 @@ def upstream_arguments(grad_fn, f, output, upstream):
         raise msg.grad_fn_arity(grad_fn, f, output, n)
     if sig.other_required_keywords:
         raise msg.grad_fn_arity(grad_fn, f, output, n,
-                                msg.required_keywords_extra(sig.other_required_keywords))
+                                required_keywords=sig.other_required_keywords)
     return positional, ({"upstream": upstream} if sig.upstream_keyword else {}), sig
 
 
@@ -153,5 +153,5 @@ def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
             raise msg.variables_not_accepted(f, grad_fn, names)
         kwargs["variables"] = list(variables)
     elif sig.needs_variables:
-        raise msg.grad_fn_arity(grad_fn, f, output, len(positional), msg.needs_variables_extra(f))
+        raise msg.grad_fn_arity(grad_fn, f, output, len(positional), needs_variables=True)
     return grad_fn(*positional, **kwargs)

@@ -20,7 +20,7 @@ from ._call import Call
 from ._forward import call_forward_mode, forward_mode_option
 from ._messages import fn_name
 from ._variables import install as install_variable_recorder
-from .backends import AUTODIFF, NAMES
+from ._backend_names import AUTODIFF, NAMES
 
 _backend_modules: dict = {}
 
@@ -56,12 +56,10 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
     keyword, or closed over. grad_fn returns gradients for the positional arguments only, so its
     gradient would be lost without a word (or taken through f's own ops), differently on each
     backend; jax.custom_vjp refuses closed-over values being differentiated for the same reason."""
-    found = None
+    found = None  # the keyword arguments of hidden_input's message
     for key in kwargs:
-        for leaf in _tree.flatten(kwargs[key]):
-            if backend.being_differentiated(leaf):
-                found = msg.keyword_input(key)
-                break
+        if any(backend.being_differentiated(leaf) for leaf in _tree.flatten(kwargs[key])):
+            found = {"keyword": key}  # the last such keyword is the one named
     if found is None and check_closure:
         for name, cell in zip(f.__code__.co_freevars, f.__closure__):
             try:
@@ -69,10 +67,10 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
             except ValueError:  # an empty cell: a name not assigned yet
                 continue
             if backend.being_differentiated(value, closed_over=True):
-                found = msg.closed_over_input(name)
+                found = {"closed_over": name}
                 break
     if found is not None:
-        raise msg.hidden_input(f, found)
+        raise msg.hidden_input(f, **found)
 
 
 _NO_FUNCTION = object()  # custom_gradient called with options only, as a decorator factory
@@ -163,8 +161,7 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
             framework = _foreign_framework_in(error)
             if framework is None:
                 raise
-            raise msg.foreign_framework(framework, keras.backend.backend(),
-                                        msg.raised_while_running(framework, f)) from error
+            raise msg.raised_while_running(framework, keras.backend.backend(), f) from error
 
     decorated.__customgrad_forward__ = f
     return decorated

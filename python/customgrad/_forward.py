@@ -45,7 +45,7 @@ def refuse_marked(f, grad_fn) -> None:
     """Raises if grad_fn was marked `nonlinear` (one attribute lookup)."""
     why = getattr(grad_fn, _NONLINEAR, None)
     if why is not None:
-        raise msg.nonlinear(f, grad_fn, why)
+        raise msg.grad_fn_not_linear(f, grad_fn, why)
 
 
 def check_linear(f, grad_fn, rule, cotangent_shapes: list) -> None:
@@ -72,7 +72,7 @@ def check_linear(f, grad_fn, rule, cotangent_shapes: list) -> None:
             finite = np.isfinite(a) & np.isfinite(b)  # overflow at a large scale proves nothing
             size = float(np.max(np.abs(a[finite]), initial=0.0))
             if np.any(np.abs(a[finite] - b[finite]) > _PROBE_RTOL * size + 1e-30):
-                raise msg.nonlinear(
+                raise msg.grad_fn_not_linear(
                     f, grad_fn, f"grad_fn(u * {scale:g}) != grad_fn(u) * {scale:g} at a random u")
     _remember(f)
 

@@ -1,9 +1,11 @@
 """Every message customgrad raises (custom_gradient, grad/vjp/jvp, check_gradients, ops, layers),
 built in one place.
 
-Each builder returns the exception to raise (or, where a framework needs the text itself, the
-text); `tests/python/test_messages.py` pins each whole message. Names of functions come from one
-helper, `fn_name`.
+Each builder writes its message as one whole template (the problem, what was received, the fix)
+and returns the exception to raise (or, where a framework needs the text itself, the text);
+`tests/python/test_messages.py` pins each whole message. The only pieces shared between messages
+are names: of functions (`fn_name`), of a grad_fn (`grad_fn_of`) and of a variable
+(`variable_place`).
 
 Examples:
     >>> def f(x): ...
@@ -48,8 +50,23 @@ def signature_text(fn) -> str:
         return "(unknown)"
 
 
-def _grad_fn_of(grad_fn, f) -> str:
+def grad_fn_of(f, grad_fn) -> str:
+    """How messages name a grad_fn ("grad_fn `g` of `f`"); also the `who` of a spec's
+    check_gradient (see `composite_misfit`).
+
+    Examples:
+        >>> def f(x): ...
+        >>> def g(dy): ...
+        >>> grad_fn_of(f, g)
+        'grad_fn `g` of `f`'
+    """
     return f"grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}`"
+
+
+def variable_place(name: str) -> str:
+    """How messages name the place of a gradient for a variable f read (as "args[0]" names a
+    positional argument's)."""
+    return f"the variable {name}"
 
 
 # -- the decorator and the arguments ------------------------------------------------------------
@@ -71,18 +88,11 @@ def forward_mode_option(where: str, value) -> TypeError:
         f"({type(value).__name__}).")
 
 
-def keyword_input(key: str) -> str:
-    """A tensor passed to f by keyword, for `hidden_input`."""
-    return f"the tensor passed by keyword `{key}`"
-
-
-def closed_over_input(name: str) -> str:
-    """A tensor f closes over, for `hidden_input`."""
-    return f"the tensor `{name}` it closes over"
-
-
-def hidden_input(f, found: str) -> CustomGradientError:
-    """`found`: the input, as `keyword_input` or `closed_over_input` name it."""
+def hidden_input(f, keyword: str | None = None,
+                 closed_over: str | None = None) -> CustomGradientError:
+    """A tensor being differentiated reaches f by `keyword`, or as the `closed_over` name."""
+    found = (f"the tensor passed by keyword `{keyword}`" if keyword is not None
+             else f"the tensor `{closed_over}` it closes over")
     return CustomGradientError(
         f"{_CG}: `{fn_name(f)}` uses {found}, which is being differentiated; a custom gradient "
         f"defines gradients for the positional arguments only (grad_fn returns one per positional "
@@ -90,21 +100,23 @@ def hidden_input(f, found: str) -> CustomGradientError:
         f"gradient from grad_fn.")
 
 
-def foreign_framework(framework: str, backend: str, what: str) -> CustomGradientError:
+def foreign_value(framework: str, backend: str, who: str, value, where: str) -> CustomGradientError:
+    """`who` (f's name in backquotes, or `grad_fn_of`) returned a value of another framework as
+    `where` (a path such as "output[1]", or `variable_place`)."""
     return CustomGradientError(
-        f"{_CG}: {what}, but the Keras backend is {backend}; a custom-gradient function and its "
-        f"grad_fn must compute with keras.ops (or {backend}'s own ops). Replace the {framework} "
-        f"ops (e.g. tf.exp -> keras.ops.exp), or set KERAS_BACKEND={framework}.")
+        f"{_CG}: {who} returned {_tree.describe(value)} as {where}, but the Keras backend is "
+        f"{backend}; a custom-gradient function and its grad_fn must compute with keras.ops (or "
+        f"{backend}'s own ops). Replace the {framework} ops (e.g. tf.exp -> keras.ops.exp), or "
+        f"set KERAS_BACKEND={framework}.")
 
 
-def foreign_value(what: str, value, where: str) -> str:
-    """The `what` of `foreign_framework` for a value of another framework found at `where`."""
-    return f"{what} {_tree.describe(value)} as {where}"
-
-
-def raised_while_running(framework: str, f) -> str:
-    """The `what` of `foreign_framework` for an error another framework raised inside f."""
-    return f"{framework} raised the error above while `{fn_name(f)}` ran"
+def raised_while_running(framework: str, backend: str, f) -> CustomGradientError:
+    """Another framework raised an error while f ran."""
+    return CustomGradientError(
+        f"{_CG}: {framework} raised the error above while `{fn_name(f)}` ran, but the Keras "
+        f"backend is {backend}; a custom-gradient function and its grad_fn must compute with "
+        f"keras.ops (or {backend}'s own ops). Replace the {framework} ops (e.g. tf.exp -> "
+        f"keras.ops.exp), or set KERAS_BACKEND={framework}.")
 
 
 # -- what f returns -----------------------------------------------------------------------------
@@ -130,25 +142,25 @@ def loss_in_forward(f, why: str) -> CustomGradientError:
 
 # -- calling grad_fn ----------------------------------------------------------------------------
 
-def grad_fn_arity(grad_fn, f, output, n_upstream: int, extra: str = "") -> CustomGradientError:
-    """grad_fn cannot take the upstream gradients; `extra`: one more sentence, or ""."""
+def grad_fn_arity(grad_fn, f, output, n_upstream: int, required_keywords=(),
+                  needs_variables: bool = False) -> CustomGradientError:
+    """grad_fn cannot take the upstream gradients; or it requires keyword arguments customgrad
+    does not pass (`required_keywords`), or `variables` where f read none (`needs_variables`)."""
     plural = "s" if n_upstream != 1 else ""
+    if required_keywords:
+        also = (f" It also requires the keyword argument(s) {list(required_keywords)}, which "
+                f"customgrad does not pass.")
+    elif needs_variables:
+        also = (f" It requires `variables`, but `{fn_name(f)}` read no trainable variable: give "
+                f"that parameter a default (variables=None).")
+    else:
+        also = ""
     return CustomGradientError(
-        f"{_CG}: {_grad_fn_of(grad_fn, f)} has the signature {signature_text(grad_fn)}, so it "
+        f"{_CG}: {grad_fn_of(f, grad_fn)} has the signature {signature_text(grad_fn)}, so it "
         f"cannot be called with the upstream gradients of {_tree.describe(output)} ({n_upstream} "
         f"upstream gradient{plural}). grad_fn must take one positional parameter per output "
         f"({n_upstream}), or one for the whole output's upstream structure, or *args, or only "
-        f"the keyword `upstream`.{extra}")
-
-
-def required_keywords_extra(keywords) -> str:
-    return (f" It also requires the keyword argument(s) {list(keywords)}, which customgrad does "
-            f"not pass.")
-
-
-def needs_variables_extra(f) -> str:
-    return (f" It requires `variables`, but `{fn_name(f)}` read no trainable variable: give that "
-            f"parameter a default (variables=None).")
+        f"the keyword `upstream`.{also}")
 
 
 def variables_not_accepted(f, grad_fn, names: list) -> CustomGradientError:
@@ -163,48 +175,30 @@ def variables_not_accepted(f, grad_fn, names: list) -> CustomGradientError:
 
 def variables_result_not_a_pair(f, grad_fn, result) -> CustomGradientError:
     return CustomGradientError(
-        f"{_CG}: {_grad_fn_of(grad_fn, f)} was given variables= and must return a pair "
+        f"{_CG}: {grad_fn_of(f, grad_fn)} was given variables= and must return a pair "
         f"(grad_xs, grad_vars); received {_tree.describe(result)}.")
 
 
 def grad_vars_count(f, grad_fn, n_variables: int, grad_vars) -> CustomGradientError:
     return CustomGradientError(
-        f"{_CG}: {_grad_fn_of(grad_fn, f)} must return one gradient per variable "
+        f"{_CG}: {grad_fn_of(f, grad_fn)} must return one gradient per variable "
         f"({n_variables}) in grad_vars; received {_tree.describe(grad_vars)}.")
 
 
 def grad_xs_structure(f, grad_fn, args: tuple, n_tensors: int, grad_xs,
                       mismatch) -> CustomGradientError:
-    expected = (
-        f"one gradient per positional argument ({len(args)}: "
-        f"{', '.join(_tree.describe(a) for a in args)}) or a flat sequence of {n_tensors} "
-        f"(one per tensor leaf)")
+    described = ", ".join(_tree.describe(a) for a in args)
     return CustomGradientError(
-        f"{_CG}: {_grad_fn_of(grad_fn, f)} must return {expected}; received "
-        f"{_tree.describe(grad_xs)} ({mismatch}).")
+        f"{_CG}: {grad_fn_of(f, grad_fn)} must return one gradient per positional argument "
+        f"({len(args)}: {described}) or a flat sequence of {n_tensors} (one per tensor leaf); "
+        f"received {_tree.describe(grad_xs)} ({mismatch}).")
 
 
 def gradient_shape(f, grad_fn, shape, where: str, expected_shape) -> CustomGradientError:
     return CustomGradientError(
-        f"{_CG}: {_grad_fn_of(grad_fn, f)} returned a gradient of shape {tuple(shape)} for "
+        f"{_CG}: {grad_fn_of(f, grad_fn)} returned a gradient of shape {tuple(shape)} for "
         f"{where}, which has shape {tuple(expected_shape)}; gradients must have their input's "
         f"shape (customgrad never broadcasts or sums them for you).")
-
-
-def grad_fn_of(f, grad_fn) -> str:
-    """Who returned a gradient ("grad_fn `g` of `f`"), for `returned` and composite specs."""
-    return _grad_fn_of(grad_fn, f)
-
-
-def returned(who: str) -> str:
-    """The `what` of `foreign_value` for a value f (`who` its name in backquotes, or
-    `grad_fn_of`) returned."""
-    return f"{who} returned"
-
-
-def variable_place(name: str) -> str:
-    """Where a gradient goes, for a variable f read."""
-    return f"the variable {name}"
 
 
 def composite_misfit(who: str, grad, detail: str, where: str, spec, expected: str) -> str:
@@ -215,7 +209,7 @@ def composite_misfit(who: str, grad, detail: str, where: str, spec, expected: st
 
 # -- forward mode -------------------------------------------------------------------------------
 
-def nonlinear(f, grad_fn, why: str) -> CustomGradientError:
+def grad_fn_not_linear(f, grad_fn, why: str) -> CustomGradientError:
     return CustomGradientError(
         f"{_CG}: the grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}` is not linear in its "
         f"upstream gradient ({why}), so it defines no forward-mode derivative: a JVP is derived "

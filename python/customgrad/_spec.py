@@ -1,16 +1,16 @@
-"""`OutputSpec`: what a backward needs of a tensor, without its memory.
+"""`TensorSpec`: what a backward needs of a tensor (an input or an output), without its memory.
 
 A leaf module (it imports nothing of customgrad), so that the backend modules can build specs
 without importing the entry point.
 
->>> OutputSpec((2, 3), "float32", None, True)
-OutputSpec(shape=(2, 3), dtype=float32)
+>>> TensorSpec((2, 3), "float32", None, True)
+TensorSpec(shape=(2, 3), dtype=float32)
 """
 
 from __future__ import annotations
 
 
-class OutputSpec:
+class TensorSpec:
     """What the backward needs of a tensor: shape (static, None for unknown dims), dtype, device,
     float or not, and for partly unknown shapes the runtime shape (a small tensor).
 
@@ -29,4 +29,7 @@ class OutputSpec:
         self.floating, self.runtime_shape = floating, runtime_shape
 
     def __repr__(self):
-        return f"OutputSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
+        return f"TensorSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
+
+
+OutputSpec = TensorSpec  # old name, until the backends move

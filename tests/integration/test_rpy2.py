@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # the one list of backends, read without importing Keras in this process
 BACKENDS = list(runpy.run_path(
-    str(ROOT / "python" / "customgrad" / "backends" / "__init__.py"))["AUTODIFF"])
+    str(ROOT / "python" / "customgrad" / "_backend_names.py"))["AUTODIFF"])
 WORKER = Path(__file__).with_name("rpy2_worker.py")
 # the project venv's Python runs the worker and is the one R's reticulate is told to use (the venv
 # folder may be a link; its bin/python must stay the venv's, not the base Python)
