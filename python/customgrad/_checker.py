@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass, field
 
 import keras
 import numpy as np
@@ -19,6 +18,7 @@ from keras.src.backend.common import dtypes as keras_dtypes
 
 from . import _messages as msg, _tree
 from ._autodiff import jvp, vjp
+from ._check_report import Check, GradientCheckError, GradientCheckReport
 from ._core import backend_module
 
 # Per dtype of the computation under test: (atol, rtol) and the float64 finite-difference step.
@@ -31,54 +31,6 @@ _TOLERANCES = {
 _EPS = 1e-5
 # Unit roundoff by dtype, for the noise of finite differences not computed in float64.
 _ROUNDING = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
-
-
-class GradientCheckError(AssertionError):
-    """Raised by `check_gradients` when a gradient does not match; `.report` has every check."""
-
-    def __init__(self, message: str, report: "GradientCheckReport"):
-        super().__init__(message)
-        self.report = report
-
-
-@dataclass
-class Check:
-    """One comparison: what was compared, where, the observed error and the allowed error."""
-
-    name: str
-    where: str
-    error: float
-    allowed: float
-
-    @property
-    def passed(self) -> bool:
-        return self.error <= self.allowed  # NaN fails
-
-    def __str__(self) -> str:
-        mark = "ok  " if self.passed else "FAIL"
-        return f"{mark} {self.name:<32} {self.where:<28} error {self.error:.3g} <= {self.allowed:.3g}"
-
-
-@dataclass
-class GradientCheckReport:
-    """What `check_gradients` compared: the function's name and every `Check`; `passed` is True
-    when all passed, `failures` lists those that did not, and `str()` prints one line per check."""
-
-    function: str
-    checks: list = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
-
-    @property
-    def failures(self) -> list:
-        return [c for c in self.checks if not c.passed]
-
-    def __str__(self) -> str:
-        lines = [f"check_gradients({self.function}): {len(self.checks)} checks, "
-                 f"{len(self.failures)} failed"]
-        return "\n".join(lines + [f"  {c}" for c in self.checks])
 
 
 def _np(x) -> np.ndarray:
