@@ -59,7 +59,8 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
     found = None  # the keyword arguments of hidden_input's message
     for key in kwargs:
         if any(backend.being_differentiated(leaf) for leaf in _tree.flatten(kwargs[key])):
-            found = {"keyword": key}  # the last such keyword is the one named
+            found = {"keyword": key}  # the first one is named
+            break
     if found is None and check_closure:
         for name, cell in zip(f.__code__.co_freevars, f.__closure__):
             try:

@@ -46,6 +46,17 @@ def test_keyword_tensor_being_differentiated_is_an_error(wrt):
 
 
 @autodiff
+def test_of_several_keyword_tensors_being_differentiated_the_first_is_named():
+    @customgrad.custom_gradient
+    def two_keywords(x, shift=None, scale=None):
+        return x * scale + shift, lambda dy: dy
+
+    fn = customgrad.grad(lambda x, y, z: two_keywords(x, shift=y, scale=z), argnums=(1, 2))
+    with pytest.raises(CustomGradientError, match="passed by keyword `shift`"):
+        fn(t(3.0), t(2.0), t(4.0))
+
+
+@autodiff
 @pytest.mark.parametrize("wrt", [(1,), (0, 1)], ids=["only-the-hidden-tensor", "both"])
 def test_closed_over_tensor_being_differentiated_is_an_error(wrt):
     fn = customgrad.grad(lambda x, y: closing_over(y)(x), argnums=wrt)
