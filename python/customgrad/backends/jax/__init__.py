@@ -30,10 +30,3 @@ from .vjp import float64_scope, recomputation_inputs, vjp_flat
 HAS_AUTODIFF = True
 HAS_FAST_PATH = False
 FORWARD_MODE_OPT_IN = True
-
-__all__ = [
-    "HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN",
-    "being_differentiated", "call", "call_forward_mode", "cast_like", "convert", "float64_scope",
-    "is_float", "is_tensor", "ones_like", "recomputation_inputs", "sees_closures", "spec",
-    "static_shape", "tensor_value", "vjp_flat", "zeros", "zeros_like",
-]
