@@ -271,6 +271,28 @@ def test_assignment_inside_grad_fn_during_fit():
         assert float(npy(steps.value)) == 1.0
 
 
+@pytest.mark.backends("jax")
+def test_assignment_inside_grad_fn_during_fit_in_forward_mode():
+    """custom_jvp's rule is grad_fn as well: the same error as on the custom_vjp path."""
+    steps = keras.Variable(0.0, trainable=False, name="steps")
+
+    @customgrad.custom_gradient(forward_mode=True)
+    def f(x):
+        def grad(dy):
+            steps.assign(steps + 1.0)
+            return dy
+
+        return x * 1.0, grad
+
+    inputs = keras.Input((2,))
+    dense = keras.layers.Dense(2)
+    model = keras.Model(inputs, f(dense(inputs)))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((4, 2), "float32")
+    with pytest.raises(CustomGradientError, match="assigned 1 variable.*Assign in the forward"):
+        model.fit(x, x, batch_size=4, epochs=1, verbose=0)
+
+
 class Regularized(keras.layers.Layer):
     """Adds an activity loss inside its custom-gradient function."""
 

@@ -1,4 +1,4 @@
-"""One small module per Keras backend, each meeting the contract written in `_contract.py`.
+"""One package (numpy: one module) per Keras backend, each meeting the contract in `_contract.py`.
 
 The list of backends lives in the leaf module `customgrad._backend_names`; it is re-exported here.
 

@@ -1,0 +1,32 @@
+"""JAX: built on jax.custom_vjp over the flat array leaves (jax.custom_jvp for forward_mode=True).
+
+This module is the backend's face: the names the contract (`backends/_contract.py`) asks for.
+Behind it, one module per concern:
+
+* `arrays.py`: what the core asks of an array (its spec, zeros, conversions, whether it is
+  being differentiated).
+* `scope.py`: Keras variables as inputs. Inside a stateless scope (model.fit, stateless_call)
+  their values are tracers, so every traced float variable of the scope is passed to custom_vjp
+  explicitly, and f and grad_fn run in a scope that binds those variables to these inputs.
+* `traced.py`: one call that a transformation traces: its primals, f run on them in the bound
+  scope, and grad_fn as the rule linked to them; shared by both entry points.
+* `link.py`: `call`, on custom_vjp. As in jax.custom_gradient, grad_fn is traced into a jaxpr
+  inside the forward rule so that the tensors it closes over become explicit residuals (that is
+  what makes jit, vmap and grad-of-grad work). Variables f assigns (a SeedGenerator's state, a
+  moving mean) leave custom_vjp as extra outputs and are assigned in the caller's scope, so
+  model.fit sees the updates.
+* `forward_mode.py`: `call_forward_mode`, on custom_jvp, whose JVP rule is derived from grad_fn.
+* `vjp.py`: what `customgrad.remat` and the gradient checker ask of jax (`vjp_flat`,
+  `recomputation_inputs`, `float64_scope`).
+"""
+
+from .arrays import (being_differentiated, cast_like, convert, is_float, is_tensor, ones_like,
+                     sees_closures, spec, static_shape, tensor_value, zeros, zeros_like)
+from .forward_mode import call_forward_mode
+from .link import call
+from .vjp import float64_scope, recomputation_inputs, vjp_flat
+
+# capabilities (see _contract.py)
+HAS_AUTODIFF = True
+HAS_FAST_PATH = False
+FORWARD_MODE_OPT_IN = True

@@ -1,0 +1,72 @@
+"""What the core asks of a jax array: whether it is one, whether it is floating-point or being
+differentiated, its spec, zeros and ones like it, a gradient converted to it."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import keras
+from jax._src.interpreters.ad import JVPTracer, LinearizeTracer  # no public name tells AD tracers
+
+from ..._spec import OutputSpec
+
+_AD_TRACERS = (JVPTracer, LinearizeTracer)
+
+
+def tensor_value(leaf):
+    if isinstance(leaf, jax.Array):
+        return leaf
+    if isinstance(leaf, keras.Variable):
+        return jnp.asarray(leaf.value)
+    return None
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, jax.Array)
+
+
+def is_float(x) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def zeros_like(x):
+    return jnp.zeros(x.shape, x.dtype)
+
+
+def ones_like(x):
+    return jnp.ones(x.shape, x.dtype)
+
+
+def sees_closures() -> bool:
+    return True  # f's closure cells can be read while a call runs
+
+
+def being_differentiated(x, closed_over=False) -> bool:
+    """Whether `x` is traced by reverse- or forward-mode differentiation (jax.grad, jax.vjp,
+    jax.jvp). Under jax.jit alone it is not; differentiation outside a jit (grad of jit) cannot
+    be seen from inside it."""
+    return isinstance(x, _AD_TRACERS)
+
+
+def spec(x):
+    return OutputSpec(tuple(x.shape), x.dtype, None, is_float(x))
+
+
+def zeros(spec):
+    return jnp.zeros(spec.shape, spec.dtype)
+
+
+def convert(grad, like):
+    if isinstance(grad, keras.Variable):
+        grad = grad.value
+    return jnp.asarray(grad)
+
+
+def static_shape(x) -> tuple:
+    return tuple(x.shape)
+
+
+def cast_like(grad, like):
+    if grad.dtype != like.dtype:
+        grad = grad.astype(like.dtype)
+    return grad

@@ -1,0 +1,63 @@
+"""`call_forward_mode`: `call` for `custom_gradient(f, forward_mode=True)`, on jax.custom_jvp.
+
+The JVP rule derives J v from grad_fn (the VJP of grad_fn, which is linear in the cotangent,
+applied to v). jax then takes reverse mode by transposing that rule, which gives back grad_fn's
+own computation: same values, so jax.grad, jax.jvp, jacfwd, jacrev and hessian all use grad_fn.
+(jax allows custom_vjp or custom_jvp on one function, not both: hence the opt-in.) A custom_jvp
+function has no way out for variable updates: f assigning a variable in a stateless scope is an
+error.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ... import _forward
+from ..._call import rebuild
+from .arrays import is_float, zeros
+from .traced import Traced, concrete
+
+
+def call_forward_mode(arguments):
+    traced = Traced(arguments, assignments_leave=False)
+    if not traced.traced:
+        return arguments.output(arguments.tensor_values)[0]  # nothing can differentiate it
+    specs = traced.specs
+    floating_in = [k for k, s in enumerate(specs) if s.floating]
+
+    @jax.custom_jvp
+    def primal(*primals):
+        return traced.forward(primals)[0]
+
+    @primal.defjvp
+    def primal_jvp(primals, tangents):
+        out_leaves, rule = traced.forward(primals)
+        float_outputs = rule.float_outputs
+
+        def check_rule(us):  # grad_fn on concrete numpy cotangents, for the linearity check
+            cotangents = [jnp.asarray(u, out_leaves[j].dtype) for u, j in zip(us, float_outputs)]
+            return [np.asarray(g) for g in rule(*cotangents)]
+
+        _forward.check_linear(rule.backward.f, rule.backward.grad_fn,
+                              check_rule if concrete(primals) else None,
+                              [out_leaves[j].shape for j in float_outputs])
+        _, back = jax.vjp(rule, *[jnp.zeros_like(out_leaves[j]) for j in float_outputs])
+        float_tangents = iter(back([_instantiate(tangents[k], specs[k]) for k in floating_in]))
+        out_tangents = [next(float_tangents) if is_float(o)
+                        else np.zeros(o.shape, dtype=jax.dtypes.float0) for o in out_leaves]
+        return out_leaves, out_tangents
+
+    results = primal(*traced.primals)
+    return rebuild(traced.output, results)
+
+
+def _instantiate(tangent, spec_):
+    """A tangent as an array of its primal's dtype (jax passes symbolic zeros as float0 or
+    SymbolicZero in some paths)."""
+    if isinstance(tangent, jax.Array) and tangent.dtype == spec_.dtype:
+        return tangent
+    if getattr(tangent, "dtype", None) == jax.dtypes.float0 or tangent is None:
+        return zeros(spec_)
+    return jnp.asarray(tangent, spec_.dtype)

@@ -1,0 +1,80 @@
+"""`call`: one call linked into jax's autodiff with jax.custom_vjp over the flat array leaves.
+
+As in jax.custom_gradient, grad_fn is traced into a jaxpr inside the forward rule so that the
+tensors it closes over become explicit residuals (with jax.make_jaxpr rather than
+jax.closure_convert, whose strong per-function cache would keep every call's jaxpr and
+constants): that is what makes jit, vmap and grad-of-grad work. Variables f assigns in its
+stateless scope (a SeedGenerator's state, a moving mean) leave custom_vjp as extra outputs and are
+assigned in the caller's scope, so model.fit sees the updates.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.extend.core as jax_core
+import numpy as np
+
+from ..._call import rebuild
+from .traced import Traced, concrete
+
+
+@jax.tree_util.register_pytree_node_class
+class _Residuals:
+    """What the backward needs: the rule (static) and the tensors it closes over (children).
+
+    Under tracing the rule is grad_fn traced into a jaxpr and `consts` are its constants; in
+    eager mode (nothing traces the forward) it is the Python rule itself, with no constants.
+    """
+
+    def __init__(self, rule, consts, float_outputs):
+        self.rule, self.consts, self.float_outputs = rule, consts, float_outputs
+
+    def tree_flatten(self):
+        return tuple(self.consts), (self.rule, self.float_outputs)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(aux[0], list(children), aux[1])
+
+    def __call__(self, *cotangents):
+        if callable(self.rule):
+            return self.rule(*cotangents)
+        return jax_core.jaxpr_as_fun(jax_core.ClosedJaxpr(self.rule, self.consts))(*cotangents)
+
+
+def call(arguments):
+    traced = Traced(arguments, assignments_leave=True)
+    if not traced.traced:
+        # Concrete arrays: no transformation is tracing this call, so no gradient can be asked
+        # of it. Run f directly (faster, and its exceptions reach the caller untouched).
+        return arguments.output(arguments.tensor_values)[0]
+    specs = traced.specs
+
+    def primal(*primals):
+        return traced.forward(primals)[0]
+
+    def fwd(*primals):
+        outputs, rule = traced.forward(primals)
+        if concrete(primals):
+            # Eager jax.grad calls fwd and bwd on concrete arrays: grad_fn can stay a Python
+            # object, and tracing it (about a millisecond a call) is not needed.
+            return outputs, _Residuals(rule, [], rule.float_outputs)
+        examples = [jax.ShapeDtypeStruct(outputs[j].shape, outputs[j].dtype)
+                    for j in rule.float_outputs]
+        jaxpr = jax.make_jaxpr(rule)(*examples)
+        return outputs, _Residuals(jaxpr.jaxpr, jaxpr.consts, rule.float_outputs)
+
+    def bwd(res, cotangents):
+        grads = iter(res(*[cotangents[j] for j in res.float_outputs]))
+        return tuple(
+            next(grads) if s.floating else np.zeros(s.shape, dtype=jax.dtypes.float0)
+            for s in specs
+        )
+
+    f = jax.custom_vjp(primal)
+    f.defvjp(fwd, bwd)
+    results = f(*traced.primals)
+    n_outputs = len(results) - len(traced.assigned)
+    for variable, value in zip(traced.assigned, results[n_outputs:]):
+        variable.assign(value)  # into the caller's stateless scope
+    return rebuild(traced.output, results[:n_outputs])

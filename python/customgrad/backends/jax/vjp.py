@@ -1,0 +1,42 @@
+"""What `customgrad.remat` and the gradient checker ask of jax beside a call: a VJP over flat
+leaves, the inputs of a recomputation, and a scope in which float64 stays float64."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .arrays import is_float, zeros_like
+
+
+def recomputation_inputs(leaves):
+    # inside a compiled program XLA would merge the recomputation with the forward it equals
+    # (common-subexpression elimination) and keep the intermediates after all; an optimization
+    # barrier prevents that, as in jax.checkpoint
+    arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
+    leaves = list(leaves)
+    for i, leaf in zip(arrays, jax.lax.optimization_barrier([leaves[i] for i in arrays])):
+        leaves[i] = leaf
+    return leaves
+
+
+def vjp_flat(fn, values, reusable=True):
+    """Runs fn(*values) -> output leaves; returns (outputs, back(cotangent leaves) -> grads).
+    (A jax VJP function can always run again: `reusable` is for tensorflow's tape.)"""
+    outputs, back = jax.vjp(lambda *v: fn(*v), *values)
+
+    def backward(cotangents):
+        cts = [
+            (zeros_like(o) if ct is None else jnp.asarray(ct, o.dtype))
+            if is_float(o) else np.zeros(o.shape, dtype=jax.dtypes.float0)
+            for o, ct in zip(outputs, cotangents)
+        ]
+        return list(back(cts))
+
+    return outputs, backward
+
+
+def float64_scope():
+    """float64 arrays need JAX's x64 mode (off by default); scoped to the block."""
+    return jax.enable_x64(True)
