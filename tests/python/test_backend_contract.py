@@ -64,11 +64,21 @@ def test_no_circle_between_the_core_and_the_backends():
     (never _core), and the per-call module (_call) loads no backend."""
     package = ROOT / "python" / "customgrad"
     for name in backends.NAMES:
-        source = (package / "backends" / f"{name}.py").read_text()
         imported = set()
-        for module, names in re.findall(r"^from \.\.(\w*) import ([^\n(]+)", source, flags=re.M):
-            imported |= {module} if module else {n.split()[0] for n in names.split(",")}
+        for source, core in _backend_sources(package / "backends", name):
+            for module, names in re.findall(rf"^from {core}(\w*) import ([^\n(]+)", source,
+                                            flags=re.M):
+                imported |= {module} if module else {n.split()[0] for n in names.split(",")}
         assert "_core" not in imported, name
     call_source = (package / "_call.py").read_text()
     assert not re.search(r"import_module|backends\.(?:" + "|".join(backends.NAMES) + r")\b",
                          call_source)
+
+
+def _backend_sources(backends_dir: Path, name: str) -> list:
+    """(source, the relative import of the core's package in it) for each file of a backend: a
+    module (`backends/<name>.py`) or a package (`backends/<name>/*.py`)."""
+    module = backends_dir / f"{name}.py"
+    if module.exists():
+        return [(module.read_text(), r"\.\.")]
+    return [(path.read_text(), r"\.\.\.") for path in sorted((backends_dir / name).glob("*.py"))]
