@@ -13,8 +13,7 @@ import torch
 
 from torch.autograd import forward_ad
 
-from ..._call import Call, check_gradients, plain_backward, plain_gradients
-from ..._convention import upstream_arguments
+from ..._call import Backward, Call
 from ..._spec import OutputSpec
 from ..._variables import recording
 from .hidden_inputs import check_versions, closure_versions, hidden_leaves, next_node_number
@@ -34,66 +33,69 @@ def call_positional(f, args):
     """The path most eager calls take, in one pass: f(*args) on floating-point tensors that
     require grad (no keyword arguments: the caller checked), autograd on, no transform, f
     returning (a floating-point tensor or a flat tuple or list of them, grad_fn) and reading no
-    variable. Returns None, before f runs, where a call is not of this kind: the general path
-    takes it. A call found to be of another kind after f ran (a variable read, another kind of
-    output) goes on along the general path with what f returned; f runs once either way.
+    variable or hidden parameter. Returns None, before f runs, where a call is not of this kind:
+    the general path takes it. A call found to be of another kind after f ran goes on along the
+    general path with what f returned; f runs once either way.
     """
-    if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
-            _functorch_active()):
+    if not _plain_call(f, args):
         return None
-    for a in args:
-        if not (isinstance(a, _Tensor) and a.requires_grad and a.is_floating_point()):
-            return None
-    cells = getattr(f, "__closure__", None)
-    if cells:
-        for cell in cells:
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell: a name not assigned yet
-                continue
-            if isinstance(value, _Tensor) and value.requires_grad and not value.is_leaf:
-                return None  # closed over and being differentiated: the general path refuses it
     start = next_node_number()
     with recording() as rec:
         result = f(*args)
-    output = result[0] if type(result) is tuple and len(result) == 2 else None
-    if isinstance(output, _Tensor):
-        outputs = [output]
-        simple = output.is_floating_point()
-    elif type(output) in (tuple, list) and output:
-        outputs = list(output)
-        simple = all([isinstance(o, _Tensor) and o.is_floating_point() for o in outputs])
-    else:
-        simple = False
-    hidden = None
-    if simple and not rec.variables and callable(result[1]):
-        hidden = hidden_leaves(outputs, args, (), start)
+    outputs = _float_outputs(result)
+    hidden = None if outputs is None or rec.variables else hidden_leaves(outputs, args, (), start)
     if hidden is None or hidden:
         arguments = Call(f, args, {}, _BACKEND, tensors_only=True)
         return link(arguments, rec, *arguments.accept(result), start, hidden)
-    grad_fn = result[1]
-    container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
-    del result, output
-    # what the backward needs of the arguments (the outputs' are the cotangents')
-    in_specs = [OutputSpec(a.shape, a.dtype, a.device, True) for a in args]
+    output, grad_fn = result
+    del result
+    output_specs = [OutputSpec(o.shape, o.dtype, o.device, True) for o in outputs]
+    backward = Backward.positional(
+        f, grad_fn, _BACKEND, [OutputSpec(a.shape, a.dtype, a.device, True) for a in args],
+        output_specs[0] if isinstance(output, _Tensor) else type(output)(output_specs),
+        output_specs)
+    del output
     versions = closure_versions(grad_fn)
-    outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
 
-    def backward(cotangents):
+    def backward_fn(cotangents):
         if versions:
             check_versions(versions, f)
-        upstream = cotangents[0] if container is None else container(cotangents)
-        positional, keywords, _ = upstream_arguments(grad_fn, f, upstream, upstream)
-        grads = grad_fn(*positional, **keywords)
-        checked = plain_gradients(grads, in_specs, _BACKEND)
-        if checked is not None:
-            return checked
-        # the general rules (autograd hands over one cotangent per output, with that output's
-        # shape, dtype and device)
-        out_specs = [OutputSpec(c.shape, c.dtype, c.device, True) for c in cotangents]
-        return check_gradients(plain_backward(f, grad_fn, _BACKEND, in_specs, out_specs,
-                                              container), grads)[0]
+        return backward(cotangents)[0]
 
+    outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
-    linked = link_apply(backward, outputs, *[_unwrap_if_dead(a) for a in args])
-    return linked[0] if container is None else container(linked)
+    return backward.rebuild(link_apply(backward_fn, outputs, *[_unwrap_if_dead(a) for a in args]))
+
+
+def _plain_call(f, args) -> bool:
+    """Whether a call may take the fast path, before f runs: autograd on, no transform, no dual
+    level, every argument a floating-point tensor that requires grad, and no tensor being
+    differentiated in f's closure (the general path refuses it)."""
+    if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
+            _functorch_active()):
+        return False
+    for a in args:
+        if not (isinstance(a, _Tensor) and a.requires_grad and a.is_floating_point()):
+            return False
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell: a name not assigned yet
+            continue
+        if isinstance(value, _Tensor) and value.requires_grad and not value.is_leaf:
+            return False
+    return True
+
+
+def _float_outputs(result) -> list | None:
+    """The output leaves of what f returned, where it is (a floating-point tensor or a flat
+    tuple or list of them, a callable grad_fn); else None."""
+    if not (type(result) is tuple and len(result) == 2 and callable(result[1])):
+        return None
+    output = result[0]
+    if isinstance(output, _Tensor):
+        return [output] if output.is_floating_point() else None
+    if type(output) in (tuple, list) and output and all(
+            [isinstance(o, _Tensor) and o.is_floating_point() for o in output]):
+        return list(output)
+    return None

@@ -111,19 +111,15 @@ def closure_versions(grad_fn) -> list:
     cells = getattr(grad_fn, "__closure__", None)
     if not cells:
         return []
-    names = grad_fn.__code__.co_freevars
-    return [
-        (name, cell.cell_contents, cell.cell_contents._version)
-        for name, cell in zip(names, cells)
-        if _holds_tensor(cell)
-    ]
-
-
-def _holds_tensor(cell) -> bool:
-    try:
-        return isinstance(cell.cell_contents, torch.Tensor)
-    except ValueError:  # an empty cell: a variable not assigned yet
-        return False
+    versions = []
+    for name, cell in zip(grad_fn.__code__.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell: a variable not assigned yet
+            continue
+        if isinstance(value, torch.Tensor):
+            versions.append((name, value, value._version))
+    return versions
 
 
 def check_versions(versions, f):
