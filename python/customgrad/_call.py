@@ -168,7 +168,15 @@ class Backward:
                 upstream.append(ct)
         variables = list(variables)
         result = call_grad_fn(self.grad_fn, self.f, self.output, upstream, variables)
-        return check_gradients(self, result, variables, variable_values)
+        return checked_gradients(self, result, variables, variable_values)
+
+    @classmethod
+    def positional(cls, f, grad_fn, backend, input_specs: list, output, output_specs: list):
+        """The `Backward` of a call of f on positional tensors, all of them differentiable;
+        `output`: the output's structure of specs."""
+        n = len(input_specs)
+        return cls(f, grad_fn, backend, tuple(input_specs), [True] * n, list(range(n)),
+                   input_specs, [True] * n, output, output_specs)
 
     def linked(self, cotangents, outputs=None, inputs=(), variables=(), variable_values=(),
                wanted=()) -> list:
@@ -210,16 +218,6 @@ def rebuild(structure, leaves: list):
     return _tree.unflatten(structure, leaves)
 
 
-def plain_backward(f, grad_fn, backend, input_specs: list, output_specs: list,
-                   container) -> Backward:
-    """The `Backward` of a call of f on positional tensors, all of them differentiable, whose
-    output is a tensor (`container` None) or a flat tuple or list of tensors."""
-    n = len(input_specs)
-    output = output_specs[0] if container is None else container(output_specs)
-    return Backward(f, grad_fn, backend, tuple(input_specs), [True] * n, list(range(n)),
-                    input_specs, [True] * n, output, output_specs)
-
-
 # -- the checks of what f and grad_fn return ---------------------------------------------------
 
 _NUMBERS = (bool, int, float, complex)
@@ -259,7 +257,7 @@ def checked_gradients(backward: Backward, result, variables=(), variable_values=
     converted to its input's dtype. A gradient for a non-differentiable leaf is dropped."""
     B, specs, f, grad_fn = backward.backend, backward.input_specs, backward.f, backward.grad_fn
     if backward.plain and not variables:
-        grads = plain_gradients(result, specs, B)
+        grads = _plain_gradients(result, specs, B)
         if grads is not None:
             return grads, []
     if variables:
@@ -280,10 +278,7 @@ def checked_gradients(backward: Backward, result, variables=(), variable_values=
     return input_grads, var_grads
 
 
-check_gradients = checked_gradients  # old name, until the backends move
-
-
-def plain_gradients(result, input_specs: list, backend) -> list | None:
+def _plain_gradients(result, input_specs: list, backend) -> list | None:
     """The common case of `checked_gradients`, for positional tensors that all get gradients:
     grad_fn returned one tensor of its input's shape and dtype per input (a tensor for one
     input); that list, accepted as it is. None where the general rules are needed."""

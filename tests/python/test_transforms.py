@@ -285,9 +285,9 @@ def test_per_example_gradients_inside_keras_vectorized_map():
     np.testing.assert_allclose(npy(values)[:2], np.logaddexp(0.0, X[:2]), rtol=1e-6)  # inf at 100
 
 
-# torch's calls on plain tensors take a shorter path (backends/torch.py: call_tensors); a keyword
-# argument sends the same function down the general one. Both must agree on every kind of
-# gradient grad_fn may return, and on every error.
+# torch's calls on plain tensors take a shorter path (backends/torch/fast_path.py:
+# call_positional); a keyword argument sends the same function down the general one. Both must
+# agree on every kind of gradient grad_fn may return, and on every error.
 GRAD_FORMS = {
     "tensor": lambda x, dy: dy * 2.0 * x,
     "one-tuple": lambda x, dy: (dy * 2.0 * x,),

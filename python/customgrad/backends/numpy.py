@@ -8,7 +8,7 @@ import contextlib
 import keras
 import numpy as np
 
-from .._spec import OutputSpec
+from .._spec import TensorSpec
 
 
 # capabilities (see _contract.py)
@@ -42,7 +42,7 @@ def being_differentiated(x, closed_over=False) -> bool:
 
 
 def spec(x):
-    return OutputSpec(x.shape, x.dtype, None, is_float(x))
+    return TensorSpec(x.shape, x.dtype, None, is_float(x))
 
 
 def call(arguments):

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import keras
 from jax._src.interpreters.ad import JVPTracer, LinearizeTracer  # no public name tells AD tracers
 
-from ..._spec import OutputSpec
+from ..._spec import TensorSpec
 
 _AD_TRACERS = (JVPTracer, LinearizeTracer)
 
@@ -49,7 +49,7 @@ def being_differentiated(x, closed_over=False) -> bool:
 
 
 def spec(x):
-    return OutputSpec(tuple(x.shape), x.dtype, None, is_float(x))
+    return TensorSpec(tuple(x.shape), x.dtype, None, is_float(x))
 
 
 def zeros(spec):

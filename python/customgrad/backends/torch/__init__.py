@@ -1,0 +1,54 @@
+"""PyTorch: f runs once with autograd on; its outputs are detached and re-attached to the inputs
+through an autograd.Function whose backward is grad_fn.
+
+Running f with autograd on (rather than inside autograd.Function.forward, which runs under
+no_grad) keeps the tensors grad_fn closes over connected to the inputs, so double backward
+(`create_graph=True`) differentiates grad_fn itself. Detaching the outputs drops every part of the
+forward graph that grad_fn does not use.
+
+This package is the backend's face: the names of the contract (`backends/_contract.py`), and
+nothing else. Behind it, one module per concern:
+
+* `tensors`: what a torch tensor is to the core (specs, zeros, conversions, dtype checks).
+* `link`: the general call (`call`) and the autograd.Functions that link f's outputs to its
+  inputs with grad_fn as their backward.
+* `fast_path`: `call_positional`, the eager call on positional tensors, in one pass.
+* `hidden_inputs`: what a call depends on without receiving it: the parameters f reads (the
+  autograd walk that finds them, and their names for messages) and the tensors grad_fn's
+  closure holds (checked for changes in place before the backward).
+* `forward_mode`: dual tensors (torch.autograd.forward_ad) and the JVP derived from grad_fn.
+* `vjp`: `vjp_flat` and `recomputation_inputs`, for customgrad.vjp/jvp, the gradient checker
+  and remat.
+"""
+
+from __future__ import annotations
+
+from .fast_path import call_positional
+from .link import call
+from .tensors import (
+    being_differentiated,
+    cast_like,
+    convert,
+    float64_scope,
+    is_float,
+    is_tensor,
+    ones_like,
+    sees_closures,
+    spec,
+    static_shape,
+    tensor_value,
+    zeros,
+)
+from .vjp import recomputation_inputs, vjp_flat
+
+# capabilities (see _contract.py)
+HAS_AUTODIFF = True
+HAS_FAST_PATH = True
+FORWARD_MODE_OPT_IN = False
+
+__all__ = [
+    "HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN",
+    "being_differentiated", "call", "call_positional", "cast_like", "convert", "float64_scope",
+    "is_float", "is_tensor", "ones_like", "recomputation_inputs", "sees_closures", "spec",
+    "static_shape", "tensor_value", "vjp_flat", "zeros",
+]

@@ -1,0 +1,101 @@
+"""`call_positional`: the path most eager calls take, in one pass (the contract's fast path).
+
+Eager torch calls cost microseconds, so the general path's bookkeeping (`link.call`) shows; this
+path checks up front that a call is of the plain kind, runs f once, and links its outputs
+without the general path's structure handling.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from torch.autograd import forward_ad
+
+from ..._call import Backward, Call
+from ..._spec import TensorSpec
+from ..._variables import recording
+from .hidden_inputs import check_versions, closure_versions, hidden_leaves, next_node_number
+from .link import link, link_apply
+
+# the package, whose names are the backend helpers the core's checks use
+_BACKEND = sys.modules[__package__]
+
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_functorch_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+
+def call_positional(f, args):
+    """The path most eager calls take, in one pass: f(*args) on floating-point tensors that
+    require grad (no keyword arguments: the caller checked), autograd on, no transform, f
+    returning (a floating-point tensor or a flat tuple or list of them, grad_fn) and reading no
+    variable or hidden parameter. Returns None, before f runs, where a call is not of this kind:
+    the general path takes it. A call found to be of another kind after f ran goes on along the
+    general path with what f returned; f runs once either way.
+    """
+    if not _plain_call(f, args):
+        return None
+    start = next_node_number()
+    with recording() as rec:
+        result = f(*args)
+    outputs = _float_outputs(result)
+    hidden = None if outputs is None or rec.variables else hidden_leaves(outputs, args, (), start)
+    if hidden is None or hidden:
+        arguments = Call(f, args, {}, _BACKEND, tensors_only=True)
+        return link(arguments, rec, *arguments.accept(result), start, hidden)
+    output, grad_fn = result
+    del result
+    output_specs = [TensorSpec(o.shape, o.dtype, o.device, True) for o in outputs]
+    backward = Backward.positional(
+        f, grad_fn, _BACKEND, [TensorSpec(a.shape, a.dtype, a.device, True) for a in args],
+        output_specs[0] if isinstance(output, _Tensor) else type(output)(output_specs),
+        output_specs)
+    del output
+    versions = closure_versions(grad_fn)
+
+    def backward_fn(cotangents):
+        if versions:
+            check_versions(versions, f)
+        return backward(cotangents)[0]
+
+    outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
+    # what Function.apply ends in, without its checks for the cases ruled out above
+    return backward.rebuild(link_apply(backward_fn, outputs, *[_unwrap_if_dead(a) for a in args]))
+
+
+def _plain_call(f, args) -> bool:
+    """Whether a call may take the fast path, before f runs: autograd on, no transform, no dual
+    level, every argument a floating-point tensor that requires grad, and no tensor being
+    differentiated in f's closure (the general path refuses it)."""
+    if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
+            _functorch_active()):
+        return False
+    for a in args:
+        if not (isinstance(a, _Tensor) and a.requires_grad and a.is_floating_point()):
+            return False
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell: a name not assigned yet
+            continue
+        if isinstance(value, _Tensor) and value.requires_grad and not value.is_leaf:
+            return False
+    return True
+
+
+def _float_outputs(result) -> list | None:
+    """The output leaves of what f returned, where it is (a floating-point tensor or a flat
+    tuple or list of them, a callable grad_fn); else None."""
+    if not (type(result) is tuple and len(result) == 2 and callable(result[1])):
+        return None
+    output = result[0]
+    if isinstance(output, _Tensor):
+        return [output] if output.is_floating_point() else None
+    if type(output) in (tuple, list) and output and all(
+            [isinstance(o, _Tensor) and o.is_floating_point() for o in output]):
+        return list(output)
+    return None

@@ -1,0 +1,169 @@
+"""The general call (`call`) and the link: f's outputs, detached, re-attached to the inputs
+through an autograd.Function whose backward is grad_fn (`_Link`; `_FunctorchLink` under
+torch.func transforms; `forward_mode.DualLink` for dual tensors)."""
+
+from __future__ import annotations
+
+import torch
+
+from torch._C._functorch import TransformType
+from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+from ... import _messages as msg
+from ..._convention import inspect_grad_fn
+from ..._variables import recording
+from .forward_mode import DualLink, derived_jvp, has_tangents, meta
+from .hidden_inputs import (
+    check_versions, closure_versions, hidden_leaves, hidden_leaves_error, next_node_number)
+from .tensors import is_float
+
+_keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
+
+
+class _Link(torch.autograd.Function):
+    """Returns the (detached) outputs f computed, attached to the inputs; backward calls grad_fn.
+
+    The outputs come in as a Python list, not as tensor arguments: outputs that are not inputs
+    of the Function need no view bookkeeping, which makes this about 7 us cheaper a call.
+    """
+
+    @staticmethod
+    def forward(ctx, backward_fn, outputs, *inputs):
+        ctx.backward_fn = backward_fn
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        backward_fn = ctx.backward_fn
+        if backward_fn is None:
+            raise msg.torch_second_backward()
+        if not torch.compiler.is_compiling() and not _keep_graph():
+            # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
+            # tensors it holds, often a previous layer's output) goes now, not when the whole
+            # graph does; else one more activation is alive at the backward's peak.
+            ctx.backward_fn = None
+        return (None, None) + tuple(backward_fn(list(cotangents)))
+
+
+# autograd.Function.apply binds arguments for setup_context and unwraps functorch tensors before
+# it calls this; _Link has no setup_context, and the fast path runs without functorch transforms
+link_apply = super(torch.autograd.Function, _Link).apply
+
+
+class _FunctorchLink(torch.autograd.Function):
+    """`_Link` in the form torch.func transforms need: forward without ctx, a function of its
+    tensor arguments only (the outputs come in as tensors and leave as views), setup_context.
+
+    Kept apart because binding arguments for setup_context costs about 40 us a call in eager
+    mode, a third of the whole overhead of a small custom-gradient call.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(backward_fn, n_outputs, *tensors):
+        return tuple(tensors[i].view_as(tensors[i]) for i in range(n_outputs))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.backward_fn, ctx.n_outputs = inputs[0], inputs[1]
+        # for jvp: shapes only (holding the tensors would keep the inputs alive until backward)
+        ctx.meta = [meta(t) for t in inputs[2:]]
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        grads = ctx.backward_fn(list(cotangents))
+        return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
+
+    @staticmethod
+    def jvp(ctx, _backward_fn, _n_outputs, *tangents):
+        # (torch.func.jvp, jacfwd, hessian) the outputs' own tangents are f's derivative: unused
+        if sum([i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()]) > 1:
+            # torch runs an autograd.Function's jvp without differentiating it: forward over
+            # forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
+            f = ctx.backward_fn.forward_info[0]
+            raise msg.torch_forward_over_forward(f)
+        n = ctx.n_outputs
+        return derived_jvp(ctx.backward_fn, ctx.meta[:n], ctx.meta[n:], tangents[n:])
+
+
+def _requires_grad(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.requires_grad
+
+
+def call(arguments):
+    dual = has_tangents(arguments.tensor_values)
+    start = None if torch.compiler.is_compiling() else next_node_number()
+    with recording() as rec:
+        forward = arguments.forward(arguments.tensor_values)
+    return link(arguments, rec, *forward, start, dual=dual)
+
+
+def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=False):
+    """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
+    `_Link`, whose backward runs grad_fn (`backward`, a `_call.Backward`); returns the output
+    (f's `output`, when nothing needs grad).
+
+    `start`: the number of the first autograd node f could have made (None under
+    torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
+    requiring grad that f read without receiving them (None: not looked for yet); `dual`: an
+    input carries a forward-mode tangent, and `DualLink` links every input."""
+    if not torch.is_grad_enabled() and not dual:
+        return output
+    # Under torch.vmap a batched tensor says requires_grad=False even when the tensor it wraps
+    # requires grad: under functorch transforms every differentiable input is linked.
+    transformed = torch._C._are_functorch_transforms_active()
+    values = arguments.tensor_values
+    inputs = [
+        k for k, (t, diff) in enumerate(zip(values, arguments.differentiable))
+        if diff and (transformed or dual or t.requires_grad)
+    ]
+    variables, var_values = rec.variables, rec.raw_values
+    if hidden is None and not transformed and start is not None:
+        hidden = hidden_leaves(out_leaves, values, var_values, start)
+    if hidden:
+        # routed like the keras.Variables f read: grad_fn gets them in variables=
+        variables, var_values = variables + hidden, var_values + hidden
+    linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)] if var_values else ()
+    if not inputs and not linked_vars:
+        return output
+    del output
+    # detached: the parts of the forward graph grad_fn does not use are dropped now
+    result, linked_outputs, outputs = [], [], []
+    for j, o in enumerate(out_leaves):
+        if isinstance(o, torch.Tensor):
+            o = o.detach()
+            if is_float(o):
+                linked_outputs.append(j)
+                outputs.append(o)
+        result.append(o)
+    del out_leaves
+    n_outputs = len(result)
+    # the common case: every output and every input linked, no variables
+    every_output = len(linked_outputs) == n_outputs
+    every_input = len(inputs) == len(values)
+    linked_inputs = values if every_input else [values[k] for k in inputs]
+    wanted = [var_values[i] for i in linked_vars]
+    if wanted:
+        linked_inputs = linked_inputs + wanted
+    versions = closure_versions(backward.grad_fn)
+
+    def backward_fn(cotangents):  # holds the Backward (specs), not the arguments
+        if hidden and not inspect_grad_fn(backward.grad_fn).accepts_variables:
+            raise hidden_leaves_error(backward.f, backward.grad_fn, hidden)
+        if versions:
+            check_versions(versions, backward.f)
+        return backward.linked(cotangents, None if every_output else linked_outputs, inputs,
+                               variables, var_values, wanted)
+
+    if transformed or dual:
+        backward_fn.forward_info = (backward.f, backward.grad_fn)  # for the derived JVP
+    if transformed:
+        linked = _FunctorchLink.apply(backward_fn, len(outputs), *outputs, *linked_inputs)
+    elif dual:
+        linked = DualLink.apply(backward_fn, outputs, *linked_inputs)
+    else:
+        linked = _Link.apply(backward_fn, outputs, *linked_inputs)
+    for j, t in zip(linked_outputs, linked):
+        result[j] = t
+    return backward.rebuild(result)

@@ -1,0 +1,73 @@
+"""What a torch tensor is to the core: its value, kind, spec, zeros, conversions and casts."""
+
+from __future__ import annotations
+
+import contextlib
+
+import keras
+import torch
+
+from ..._spec import TensorSpec
+
+
+def tensor_value(leaf):
+    if isinstance(leaf, torch.Tensor):
+        return leaf
+    if isinstance(leaf, keras.Variable):
+        return leaf.value
+    return None
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def is_float(x) -> bool:
+    return x.is_floating_point() or x.is_complex()
+
+
+def sees_closures() -> bool:
+    """Whether f's closure cells can be read now: not while torch.compile traces (dynamo then
+    fails to load the cell inside f; a closed-over tensor is not checked there)."""
+    return not torch.compiler.is_compiling()
+
+
+def being_differentiated(x, closed_over=False) -> bool:
+    """Whether autograd will differentiate tensor `x` (for a tensor f closes over: a computed
+    one; a leaf tensor that requires grad, like an nn.Parameter, is a variable)."""
+    return (isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled()
+            and not (closed_over and x.is_leaf))
+
+
+def spec(x):
+    return TensorSpec(x.shape, x.dtype, x.device, x.is_floating_point() or x.is_complex())
+
+
+def zeros(spec):
+    return torch.zeros(spec.shape, dtype=spec.dtype, device=spec.device)
+
+
+def convert(grad, like):
+    if isinstance(grad, torch.Tensor):
+        return grad
+    if isinstance(grad, keras.Variable):
+        return grad.value
+    return torch.as_tensor(grad, dtype=like.dtype, device=like.device)
+
+
+def static_shape(x) -> tuple:
+    return x.shape  # a torch.Size, which is a tuple
+
+
+def cast_like(grad, like):
+    if grad.dtype != like.dtype:
+        grad = grad.to(like.dtype)
+    return grad
+
+
+def ones_like(x):
+    return torch.ones_like(x)
+
+
+def float64_scope():
+    return contextlib.nullcontext()
