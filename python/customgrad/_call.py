@@ -167,16 +167,33 @@ class Backward:
             else:
                 upstream.append(ct)
         variables = list(variables)
-        result = call_grad_fn(self.grad_fn, self.f, self.output, upstream, variables)
+        result = call_grad_fn(self.grad_fn, self.f, self.output, self.rebuild(upstream),
+                              variables)
         return checked_gradients(self, result, variables, variable_values)
 
     @classmethod
     def positional(cls, f, grad_fn, backend, input_specs: list, output, output_specs: list):
         """The `Backward` of a call of f on positional tensors, all of them differentiable;
-        `output`: the output's structure of specs."""
+        `output`: the output's structure of specs. (Built on every eager torch call: the
+        slots are set directly.)"""
+        backward = cls.__new__(cls)
         n = len(input_specs)
-        return cls(f, grad_fn, backend, tuple(input_specs), [True] * n, list(range(n)),
-                   input_specs, [True] * n, output, output_specs)
+        backward.f, backward.grad_fn, backward.backend = f, grad_fn, backend
+        backward.args, backward.arg_is_tensor = tuple(input_specs), [True] * n
+        backward.tensor_index, backward.input_specs = range(n), input_specs
+        backward.differentiable = backward.arg_is_tensor
+        backward.output, backward.output_specs, backward.plain = output, output_specs, True
+        return backward
+
+    def positional_call(self, cotangents) -> list:
+        """`__call__` for a `positional` Backward whose output is a floating-point tensor or a
+        flat tuple or list of them, given one upstream gradient per output and no variables:
+        the input gradients."""
+        output = self.output  # a spec, or a tuple or list of specs
+        upstream = type(output)(cotangents) if type(output) in (tuple, list) else cotangents[0]
+        result = call_grad_fn(self.grad_fn, self.f, output, upstream, ())
+        grads = _plain_gradients(result, self.input_specs, self.backend)
+        return grads if grads is not None else checked_gradients(self, result)[0]
 
     def linked(self, cotangents, outputs=None, inputs=(), variables=(), variable_values=(),
                wanted=()) -> list:

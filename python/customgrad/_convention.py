@@ -140,12 +140,9 @@ def upstream_arguments(grad_fn, f, output, upstream):
     return positional, ({"upstream": upstream} if sig.upstream_keyword else {}), sig
 
 
-def call_grad_fn(grad_fn, f, output, upstream_leaves: list, variables: list):
-    """Calls the user's grad_fn with upstream gradients rebuilt into the output's structure."""
-    if len(upstream_leaves) == 1 and _tree.is_leaf(output):
-        upstream = upstream_leaves[0]
-    else:
-        upstream = _tree.unflatten(output, upstream_leaves)
+def call_grad_fn(grad_fn, f, output, upstream, variables: list):
+    """Calls the user's grad_fn with `upstream`, the upstream gradients in the output's
+    structure, and the variables f read."""
     positional, kwargs, sig = upstream_arguments(grad_fn, f, output, upstream)
     if variables:
         if not sig.accepts_variables:

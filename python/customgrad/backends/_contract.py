@@ -52,7 +52,7 @@ class Backend(Protocol):
         tensors; `closed_over`: x is in f's closure)."""
 
     def spec(self, x: Any) -> Any:
-        """An `TensorSpec` of tensor x: what the backward needs of it, without its memory."""
+        """A `TensorSpec` of tensor x: what the backward needs of it, without its memory."""
 
     def call(self, arguments: Any) -> Any:
         """Runs one call inside the backend's autodiff; returns f's output, whose gradient is

@@ -60,7 +60,7 @@ def call_positional(f, args):
     def backward_fn(cotangents):
         if versions:
             check_versions(versions, f)
-        return backward(cotangents)[0]
+        return backward.positional_call(cotangents)
 
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
