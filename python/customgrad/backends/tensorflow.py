@@ -318,13 +318,14 @@ def _when_equal(pairs, values, message):
         return tf.identity(values)
 
 
-def _variables_read(rec, watcher, arguments) -> tuple[list, list]:
+def _variables_read(rec, watcher, arguments, tf_variables=False) -> tuple[list, list]:
     """The variables f read, without duplicates, and their raw values: the trainable
     floating-point keras.Variables Keras recorded (`rec`), in the order of their first read, then
     the trainable floating-point tf.Variables (a tf.Module's, or any other) TensorFlow's variable
     watcher saw, as tf.custom_gradient finds them. A tf.Variable's raw value is itself, and a
     tf.Variable passed to f as an argument is no hidden read. grad_fn gets the variables as they
-    are: a keras.Variable, not the tf.Variable it holds (see `_backward`).
+    are: a keras.Variable, not the tf.Variable it holds (see `_backward`), unless `tf_variables`:
+    then the variables are the raw values, the tf.Variables tf.custom_gradient passes.
 
     >>> import tensorflow as tf
     >>> v = tf.Variable(2.0)
@@ -335,7 +336,7 @@ def _variables_read(rec, watcher, arguments) -> tuple[list, list]:
     """
     watched = watcher.watched_variables()
     if not watched:
-        return rec.variables, rec.raw_values
+        return rec.raw_values if tf_variables else rec.variables, rec.raw_values
     variables, values = list(rec.variables), list(rec.raw_values)
     # a keras.Variable's raw value is the tf.Variable TensorFlow watched
     known = {id(v) for v in values}
@@ -345,10 +346,20 @@ def _variables_read(rec, watcher, arguments) -> tuple[list, list]:
             known.add(id(v))
             variables.append(v)
             values.append(v)
-    return variables, values
+    return values if tf_variables else variables, values
 
 
 def call(arguments):
+    return _call(arguments, tf_variables=False)
+
+
+def call_with_tf_variables(arguments):
+    """`call` for a function decorated with `tf_variables=True`: grad_fn's `variables=` holds
+    the tf.Variables f read (a keras.Variable's `.value`), as tf.custom_gradient passes them."""
+    return _call(arguments, tf_variables=True)
+
+
+def _call(arguments, tf_variables):
     tape_inputs = arguments.tensor_values
     composite_inputs = _has_composite(tape_inputs)
     if composite_inputs:
@@ -363,11 +374,11 @@ def call(arguments):
     gradient_types = gradients_util.PossibleTapeGradientTypes(tape_inputs)
     first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
-        return _call_eager(arguments, tape_inputs, first_order_only)
+        return _call_eager(arguments, tape_inputs, first_order_only, tf_variables)
     if _has_tangents(tape_inputs):
         if composite_inputs:
             raise msg.tf_composite_forward_mode(arguments.f)
-        return _call_graph_forward_mode(arguments)
+        return _call_graph_forward_mode(arguments, tf_variables)
     values = arguments.tensor_values
     captured = {}  # the Backward, for the output's structure
 
@@ -383,7 +394,7 @@ def call(arguments):
         if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
             raise _loss_error(arguments.f)
         out_leaves = [tf.convert_to_tensor(_component(o)) for o in out_leaves]
-        variables, var_values = _variables_read(rec, watcher, arguments.leaves)
+        variables, var_values = _variables_read(rec, watcher, arguments.leaves, tf_variables)
         captured["backward"] = backward
 
         def backward_fn(cotangents, wanted):
@@ -434,8 +445,9 @@ def _backward(backward, cotangents, variables, var_values, wanted):
     tf.custom_gradient passes the tf.Variables they hold, the objects TensorFlow's APIs take
     (GradientTape.watch, `.ref()` compared with `tape.watched_variables()`). No object is both,
     and nothing tells which kind of code a grad_fn is: code written for tf.custom_gradient
-    that trips on a keras.Variable gets a CustomGradientError that says so, caused by the
-    original error.
+    opts in (`custom_gradient(f, tf_variables=True)`: `variables` holds the tf.Variables); if
+    it did not, and trips on a keras.Variable, it gets a CustomGradientError that says so,
+    caused by the original error.
     """
     try:
         grads = backward.linked(cotangents, None, range(len(backward.input_specs)), variables,
@@ -464,7 +476,7 @@ def _tf_grad_fn(backward_fn, n_inputs):
     return grad
 
 
-def _call_eager(arguments, tape_inputs, first_order_only):
+def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
     f = arguments.f
@@ -482,7 +494,7 @@ def _call_eager(arguments, tape_inputs, first_order_only):
         _check_linear(backward, out_leaves, concrete=True)
     if rec.losses_added and first_order_only:
         raise _loss_error(f)
-    variables, var_values = _variables_read(rec, watcher, arguments.leaves)
+    variables, var_values = _variables_read(rec, watcher, arguments.leaves, tf_variables)
     if not arguments.tensor_values and not variables:
         return output  # nothing to differentiate: f's ops stay recorded as they ran
     with record.stop_recording():
@@ -522,7 +534,7 @@ def _check_linear(backward, out_leaves, concrete):
                           [tuple(o.shape) for o in float_outputs])
 
 
-def _call_graph_forward_mode(arguments):
+def _call_graph_forward_mode(arguments, tf_variables):
     """A call inside a tf.function under a tf.autodiff.ForwardAccumulator opened there.
 
     The accumulator would see tf.custom_gradient's IdentityN, not grad_fn: its JVP would be f's
@@ -541,7 +553,7 @@ def _call_graph_forward_mode(arguments):
         if rec.losses_added:
             raise _loss_error(arguments.f)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
-        variables, var_values = _variables_read(rec, watcher, arguments.leaves)
+        variables, var_values = _variables_read(rec, watcher, arguments.leaves, tf_variables)
         captured.update(backward=backward, variables=variables, var_values=var_values,
                         out_leaves=out_leaves)
 
