@@ -545,7 +545,7 @@ def test_torch_compile_cannot_see_parameters_read_inside_f_a_pinned_limit():
     assert w.grad is None
 
 
-# -- tf_variables=True: tensorflow's own variables for grad_fns written for tf.custom_gradient ------
+# -- tf_variables=True: tensorflow's own variables for grad_fns written for tf.custom_gradient -----
 # (what it passes is tested in test_tensorflow_gaps.py)
 
 @pytest.mark.backends("jax", "torch")
