@@ -74,6 +74,12 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
         raise msg.hidden_input(f, **found)
 
 
+def _bool_option(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise msg.bool_option("customgrad.custom_gradient", name, value)
+    return value
+
+
 _NO_FUNCTION = object()  # custom_gradient called with options only, as a decorator factory
 
 
@@ -88,7 +94,7 @@ class _SymbolicCall(keras.Operation):
         return self.fn(*args, **kwargs)
 
 
-def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
+def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False, tf_variables: bool = False):
     """Decorates `f` so that its gradient is the one `f` defines, on every Keras backend.
 
     `f(*args, **kwargs)` returns `(output, grad_fn)`; the decorated function returns `output`,
@@ -101,11 +107,21 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
     Forward mode (JVPs and Hessians forward over reverse) is derived from grad_fn, which must then
     be linear in its upstream; see `docs/forward-mode.md`.
 
+    grad_fn's `variables=` holds the keras.Variables f read (a tf.Variable f reads directly is
+    passed as itself), the objects a backend-agnostic grad_fn compares with `layer.kernel`.
+    A grad_fn written for `tf.custom_gradient` needs the tf.Variables they hold instead (it keys
+    them by `.ref()`, hands them to `GradientTape.watch`): `tf_variables=True` passes those, as
+    tf.custom_gradient does, on the tensorflow backend only.
+
     Args:
         f: the function returning `(output, grad_fn)`.
         forward_mode: on jax, build the function on `jax.custom_jvp` so that `jax.jvp` works
             (torch and tensorflow always have forward mode; reverse mode then computes grad_fn's
             values again). Usable as `@custom_gradient(forward_mode=True)`.
+        tf_variables: on tensorflow, pass grad_fn the tf.Variables f read (the one a
+            keras.Variable holds is its `.value`) instead of the keras.Variables, as
+            tf.custom_gradient does; for grad_fns written for tf.custom_gradient. Any other
+            backend refuses it.
 
     Returns:
         The decorated function, with `f`'s arguments.
@@ -120,12 +136,30 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
         ...     return keras.ops.log(1.0 + e), grad
         >>> float(customgrad.grad(log1pexp)(keras.ops.convert_to_tensor(100.0)))
         1.0
+
+        A grad_fn written for tf.custom_gradient, which compares the variables by `.ref()`,
+        with `tf_variables=True` (on tensorflow only; elsewhere the example does nothing):
+
+        >>> if keras.backend.backend() == "tensorflow":
+        ...     scale = keras.Variable(3.0)
+        ...     @customgrad.custom_gradient(tf_variables=True)
+        ...     def scaled(x):
+        ...         def grad(dy, variables=None):
+        ...             (v,) = variables
+        ...             assert v.ref() == scale.value.ref()  # the tf.Variable scale holds
+        ...             return dy * v, [keras.ops.sum(dy * x)]
+        ...         return x * scale, grad
+        ...     assert float(customgrad.grad(scaled)(keras.ops.convert_to_tensor(2.0))) == 3.0
     """
     forward_mode = forward_mode_option(forward_mode, "customgrad.custom_gradient")
+    tf_variables = _bool_option(tf_variables, "tf_variables")
     if f is _NO_FUNCTION:  # @custom_gradient(forward_mode=True)
-        return functools.partial(custom_gradient, forward_mode=forward_mode)
+        return functools.partial(custom_gradient, forward_mode=forward_mode,
+                                 tf_variables=tf_variables)
     if not callable(f):
         raise msg.not_callable(f)
+    if tf_variables and keras.backend.backend() != "tensorflow":
+        raise msg.tf_variables_off_tensorflow(f, keras.backend.backend())
 
     if keras.backend.backend() in NAMES:
         # Import the backend module now (the lookup stays at call time): an import inside
@@ -155,6 +189,8 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False):
                 # one by one.
                 return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
             call = Call(f, args, kwargs, backend, tensors_only)
+            if tf_variables:  # tensorflow only, checked above; it derives forward mode anyway
+                return backend.call_with_tf_variables(call)
             if forward_mode:
                 return call_forward_mode(backend, call)
             return backend.call(call)

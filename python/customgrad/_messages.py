@@ -294,7 +294,9 @@ def tf_keras_variables_in_grad_fn(f, error, names: list) -> CustomGradientError:
         f"variables= held the keras.Variables {names}. customgrad passes the keras.Variables f "
         f"read, where tf.custom_gradient passes tf.Variables; TensorFlow's own APIs "
         f"(GradientTape.watch, .ref(), watched_variables()) take the tf.Variable a "
-        f"keras.Variable holds: `v.value` on tensorflow.")
+        f"keras.Variable holds: `v.value` on tensorflow. For a grad_fn written for "
+        f"tf.custom_gradient, decorate f with customgrad.custom_gradient(f, tf_variables=True), "
+        f"which passes it the tf.Variables.")
 
 
 def tf_vjp_composite(value, supported: str) -> TypeError:
@@ -480,3 +482,18 @@ def remat_framework_variables(f, names: list) -> CustomGradientError:
         f"keras.Variables; the recomputation can give gradients to f's positional arguments and "
         f"to the keras.Variables it reads only. Pass them to f as arguments, or make them "
         f"keras.Variables.")
+
+
+# -- custom_gradient's options ---------------------------------------------------------------------
+
+def bool_option(where: str, name: str, value) -> TypeError:
+    return TypeError(
+        f"{where}: {name} must be True or False; received {value!r} ({type(value).__name__}).")
+
+
+def tf_variables_off_tensorflow(f, backend: str) -> ValueError:
+    return ValueError(
+        f"{_CG}: tf_variables=True (for `{fn_name(f)}`) expects the tensorflow backend, whose "
+        f"grad_fn can receive the tf.Variables f read, as tf.custom_gradient passes them; "
+        f"received the {backend} backend, which has no tf.Variables. Leave tf_variables out: "
+        f"variables= then holds the keras.Variables f read, on every backend.")

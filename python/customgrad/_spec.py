@@ -32,4 +32,3 @@ class TensorSpec:
         return f"TensorSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
 
 
-OutputSpec = TensorSpec  # old name, until the backends move

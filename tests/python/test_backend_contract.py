@@ -21,6 +21,15 @@ def test_backend_module_meets_the_contract(name):
     assert module.HAS_AUTODIFF == (name in backends.AUTODIFF)
 
 
+def test_tensorflow_meets_the_tf_variables_opt_in():
+    from customgrad.backends import tensorflow
+
+    declared = _contract._members(_contract.TFVariablesOptIn)
+    for name, function in declared.items():
+        expected = list(inspect.signature(function).parameters)[1:]
+        assert list(inspect.signature(getattr(tensorflow, name)).parameters) == expected
+
+
 def test_the_check_names_what_is_missing_or_mistyped():
     class Incomplete:  # a module-like object: constants, and one function of the wrong shape
         HAS_AUTODIFF, HAS_FAST_PATH, FORWARD_MODE_OPT_IN = True, "yes", False
@@ -40,7 +49,7 @@ def test_the_core_uses_only_names_the_contract_declares():
     """Every `backend.<name>` / `B.<name>` the core reads is declared in the contract."""
     declared = set()
     for protocol in (_contract.Backend, _contract.Autodiff, _contract.FastPath,
-                     _contract.ForwardModeOptIn):
+                     _contract.ForwardModeOptIn, _contract.TFVariablesOptIn):
         declared |= set(_contract._members(protocol)) | set(inspect.get_annotations(protocol))
     used = set()
     for path in (ROOT / "python" / "customgrad").glob("*.py"):

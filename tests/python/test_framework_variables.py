@@ -543,3 +543,28 @@ def test_torch_compile_cannot_see_parameters_read_inside_f_a_pinned_limit():
     torch.compile(lambda x: f(x).sum())(x).backward()
     np.testing.assert_array_equal(npy(x.grad), [10.0, 10.0])
     assert w.grad is None
+
+
+# -- tf_variables=True: tensorflow's own variables for grad_fns written for tf.custom_gradient -----
+# (what it passes is tested in test_tensorflow_gaps.py)
+
+@pytest.mark.backends("jax", "torch")
+def test_tf_variables_off_tensorflow_is_an_error_naming_the_function_and_the_backend():
+    def scaled(x):
+        return x, lambda dy: dy
+
+    with pytest.raises(ValueError, match=re.escape(
+            f"customgrad.custom_gradient: tf_variables=True (for `{scaled.__qualname__}`) "
+            f"expects the tensorflow backend, whose grad_fn can receive the tf.Variables f read, "
+            f"as tf.custom_gradient passes them; received the {BACKEND} backend")):
+        customgrad.custom_gradient(scaled, tf_variables=True)
+    with pytest.raises(ValueError, match="expects the tensorflow backend"):
+        customgrad.custom_gradient(tf_variables=True)(scaled)
+    assert customgrad.custom_gradient(scaled, tf_variables=False)(t([1.0])) is not None
+
+
+def test_tf_variables_option_must_be_a_bool():
+    with pytest.raises(TypeError, match=re.escape(
+            "customgrad.custom_gradient: tf_variables must be True or False; received 'yes' "
+            "(str).")):
+        customgrad.custom_gradient(lambda x: (x, lambda dy: dy), tf_variables="yes")

@@ -382,7 +382,8 @@ def test_tf_keras_variables_in_grad_fn():
          "['dense/kernel']. customgrad passes the keras.Variables f read, where "
          "tf.custom_gradient passes tf.Variables; TensorFlow's own APIs (GradientTape.watch, "
          ".ref(), watched_variables()) take the tf.Variable a keras.Variable holds: `v.value` "
-         "on tensorflow.")
+         "on tensorflow. For a grad_fn written for tf.custom_gradient, decorate f with "
+         "customgrad.custom_gradient(f, tf_variables=True), which passes it the tf.Variables.")
 
 
 def test_tf_vjp_composite():
@@ -604,3 +605,16 @@ def test_remat_framework_variables():
         "keras.Variables; the recomputation can give gradients to f's positional arguments and "
         "to the keras.Variables it reads only. Pass them to f as arguments, or make them "
         "keras.Variables."))
+
+
+def test_bool_option():
+    _pin(msg.bool_option("customgrad.custom_gradient", "tf_variables", 1), TypeError, (
+        "customgrad.custom_gradient: tf_variables must be True or False; received 1 (int)."))
+
+
+def test_tf_variables_off_tensorflow():
+    _pin(msg.tf_variables_off_tensorflow(f, "jax"), ValueError, (
+        "customgrad.custom_gradient: tf_variables=True (for `f`) expects the tensorflow backend, "
+        "whose grad_fn can receive the tf.Variables f read, as tf.custom_gradient passes them; "
+        "received the jax backend, which has no tf.Variables. Leave tf_variables out: "
+        "variables= then holds the keras.Variables f read, on every backend."))

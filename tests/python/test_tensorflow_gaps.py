@@ -1,9 +1,11 @@
 """Code written for tf.custom_gradient, run with `customgrad.custom_gradient` in its place, where
 the two used to differ: a GradientTape that f opens itself, and the variables handed to
 grad_fn. Where they should agree, a case runs the same code under both decorators and expects the
-same result. Still open: grad_fns written for tf.custom_gradient that call `.ref()` or
-GradientTape.watch on the keras.Variables f read (a strict xfail below)."""
+same result. A grad_fn written for tf.custom_gradient that calls `.ref()` or GradientTape.watch
+on the variables a Keras layer reads needs `custom_gradient(f, tf_variables=True)`, which passes
+it the tf.Variables the keras.Variables hold; by default it receives the keras.Variables."""
 
+import functools
 import gc
 import weakref
 
@@ -296,6 +298,9 @@ def test_tf_style_grad_fn_on_keras_variables_is_a_clear_error(mode):
         "read, where tf.custom_gradient passes tf.Variables;") in str(info.value)
 
 
+with_tf_variables = functools.partial(customgrad.custom_gradient, tf_variables=True)
+
+
 def recompute_model(decorator):
     """Dense(4, tanh) -> Dense(1), the first layer recomputed in the backward by the code
     written for tf.custom_gradient above; the same initial weights every time."""
@@ -320,19 +325,72 @@ def recompute_model(decorator):
     return model
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not yet supported: variables= holds the keras.Variables a Dense layer reads, where "
-    "tf.custom_gradient passes their tf.Variables; code that calls .ref() or "
-    "GradientTape.watch on them fails (a CustomGradientError that says why). Passing "
-    "tf.Variables instead breaks backend-agnostic grad_fns that compare them with the layer's "
-    "keras.Variables (test_framework_variables.py, test_keras_integration.py)"),
-    raises=CustomGradientError)
 def test_public_recompute_grad_under_model_fit_trains_a_dense_layer_as_plain_training():
     data = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
     target = np.sin(data.sum(axis=1, keepdims=True))
     losses = {}
-    for name, decorator in [("plain", None), ("customgrad", customgrad.custom_gradient)]:
+    for name, decorator in [("plain", None), ("customgrad", with_tf_variables)]:
         model = recompute_model(decorator)
         history = model.fit(data, target, epochs=3, batch_size=8, shuffle=False, verbose=0)
         losses[name] = history.history["loss"]
     np.testing.assert_allclose(losses["customgrad"], losses["plain"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tf_style_grad_fn_on_a_keras_layer_with_tf_variables_matches_tf_custom_gradient(mode):
+    # the keras.Variables' tf.Variables key by .ref(), are what grad_fn's own tape watched, and
+    # their gradients (returned keyed by .ref()) reach the outer tape
+    x = tf.constant([[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]])
+
+    def gradients(decorator):
+        keras.utils.set_random_seed(0)
+        layer, checks = keras.layers.Dense(2, activation="tanh"), {}
+        layer.build((None, 3))
+        recomputed = written_for_tf_custom_gradient(decorator, layer, checks)
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = tf.reduce_sum(recomputed(x) ** 2)
+            return tape.gradient(y, [x, layer.kernel.value, layer.bias.value])
+
+        grads = [np.asarray(g) for g in run(mode, step, x)]
+        assert checks == {"hashes": True, "same_as_watched": True}
+        return grads
+
+    ours, theirs = gradients(with_tf_variables), gradients(tf.custom_gradient)
+    assert [g.shape for g in ours] == [(2, 3), (3, 2), (2,)]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("tf_variables", [False, True])
+@pytest.mark.parametrize("mode", ["eager", "tf.function"])
+def test_grad_fn_receives_keras_variables_by_default_and_their_tf_variables_on_request(
+        mode, tf_variables):
+    layer = keras.layers.Dense(2)
+    layer.build((None, 3))
+    module = TFVariableDense()  # a tf.Module's tf.Variables arrive as themselves either way
+    seen = {}
+
+    @customgrad.custom_gradient(tf_variables=tf_variables)
+    def f(x):
+        def grad(dy, variables=None):
+            seen["variables"] = list(variables)
+            return tf.ones_like(x), [None] * len(variables)
+
+        return layer(x) + module(x), grad
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(f(x))
+        return tape.gradient(y, x)
+
+    run(mode, step, tf.ones((1, 3)))
+    keras_variables = [layer.kernel, layer.bias]
+    expected = [v.value for v in keras_variables] if tf_variables else keras_variables
+    expected += [module.kernel, module.bias]
+    assert [type(v) for v in seen["variables"]] == [type(v) for v in expected]
+    assert all(a is b for a, b in zip(seen["variables"], expected))
+

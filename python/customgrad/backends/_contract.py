@@ -13,6 +13,10 @@ for attributes:
   `call_forward_mode(arguments)` (jax: a function is built on custom_jvp or custom_vjp, not
   both); elsewhere forward mode is derived from grad_fn in `call`.
 
+One option belongs to a single backend, and is no capability: `custom_gradient(f,
+tf_variables=True)` calls tensorflow's `call_with_tf_variables(arguments)` (`TFVariablesOptIn`);
+the core refuses the option on every other backend, by name, before any call.
+
 `check(module)` lists how a module falls short (empty if it meets the contract); the tests run it
 on every backend.
 
@@ -107,6 +111,14 @@ class ForwardModeOptIn(Protocol):
 
     def call_forward_mode(self, arguments: Any) -> Any:
         """`call` for a function decorated with forward_mode=True."""
+
+
+class TFVariablesOptIn(Protocol):
+    """What the tensorflow backend defines on top, for `custom_gradient(f, tf_variables=True)`."""
+
+    def call_with_tf_variables(self, arguments: Any) -> Any:
+        """`call` whose grad_fn receives in `variables=` the tf.Variables f read (a
+        keras.Variable's `.value`), as tf.custom_gradient passes them, not the keras.Variables."""
 
 
 _CAPABILITIES = {"HAS_AUTODIFF": Autodiff, "HAS_FAST_PATH": FastPath,

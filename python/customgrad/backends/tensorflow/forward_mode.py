@@ -1,0 +1,83 @@
+"""Forward mode (tf.autodiff.ForwardAccumulator) derived from grad_fn.
+
+In eager mode the call is recorded on the tapes as one operation whose backward is grad_fn (see
+`link.py`), which an accumulator transposes into the JVP; this module holds whether an
+accumulator watches, the check that grad_fn is linear in its upstream, and the call inside a
+tf.function under an accumulator opened there.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accumulator watches
+from tensorflow.python.eager import record  # no public API stops recording on every tape
+
+from ... import _forward, _messages as msg
+from ..._variables import recording
+from .grad_fn import gradients, tf_grad_fn
+from .tensors import is_float
+from .variables import loss_error, variables_read
+
+
+def has_tangents(tensors) -> bool:
+    """Whether a tf.autodiff.ForwardAccumulator watches one of `tensors`."""
+    return bool(pywrap_tfe.TFE_Py_PackJVPs(list(tensors))[1])
+
+
+def check_linear(backward, out_leaves, concrete):
+    """Forward mode is derived from grad_fn: refuses a grad_fn that is not linear in upstream
+    (marked, or, on concrete values, failing the probe)."""
+    float_outputs = [o for o in out_leaves if tf.is_tensor(o) and is_float(o)]
+    rule = None
+    if concrete and len(float_outputs) == len(out_leaves) and all(
+            o.dtype.is_floating and o.shape.is_fully_defined() for o in float_outputs):
+        def rule(us):
+            with record.stop_recording():
+                grads = backward([tf.constant(u, o.dtype) for u, o in zip(us, float_outputs)])[0]
+            return [None if g is None else g.numpy() for g in grads]
+    _forward.check_linear(backward.f, backward.grad_fn, rule,
+                          [tuple(o.shape) for o in float_outputs])
+
+
+def call_graph_forward_mode(arguments, tf_variables):
+    """A call inside a tf.function under a tf.autodiff.ForwardAccumulator opened there.
+
+    The accumulator would see tf.custom_gradient's IdentityN, not grad_fn: its JVP would be f's
+    own derivative (NaN for log1pexp at 100) or zero. The outputs of tf.custom_gradient go
+    through one more identity, which is recorded (inputs -> outputs) with grad_fn as its
+    backward: the accumulator transposes it into the JVP, as it does in eager mode, and a tape
+    inside the function uses grad_fn. The graph itself still carries tf.custom_gradient's
+    gradient, for a tape outside the tf.function.
+    """
+    captured = {}
+
+    @tf.custom_gradient
+    def forward(*tensors):
+        with record.VariableWatcher() as watcher, recording() as rec:
+            _, out_leaves, backward = arguments.forward(tensors)
+        if rec.losses_added:
+            raise loss_error(arguments.f)
+        out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
+        variables, var_values = variables_read(rec, watcher, arguments.leaves, tf_variables)
+        captured.update(backward=backward, variables=variables, var_values=var_values,
+                        out_leaves=out_leaves)
+
+        def backward_fn(cotangents, wanted):
+            return gradients(backward, cotangents, variables, var_values, wanted)
+
+        return out_leaves, tf_grad_fn(backward_fn, len(tensors))
+
+    results = forward(*arguments.tensor_values)
+    backward = captured["backward"]
+    check_linear(backward, captured["out_leaves"], concrete=False)
+    variables, var_values = captured["variables"], captured["var_values"]
+    with record.stop_recording():
+        outputs = [tf.identity(o) for o in results]
+    inputs = list(arguments.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
+
+    def backward_fn(*cotangents):
+        return gradients(backward, cotangents, variables, var_values, var_values)
+
+    record.record_operation(f"customgrad_{msg.fn_name(arguments.f)}", outputs, inputs,
+                            backward_fn)
+    return backward.rebuild(outputs)

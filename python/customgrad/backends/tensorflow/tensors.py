@@ -1,0 +1,88 @@
+"""Dense TensorFlow values as customgrad sees them: which leaves are tensors, their values and
+specs, and the conversions of what grad_fn returns. Ragged and sparse tensors are in
+`composites.py`, which builds on this module.
+
+>>> import tensorflow as tf
+>>> dense_spec(tf.ones((2, 3)))
+TensorSpec(shape=(2, 3), dtype=<dtype: 'float32'>)
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accumulator watches
+from tensorflow.python.framework.composite_tensor import CompositeTensor
+
+from ..._spec import TensorSpec
+
+
+def tensor_value(leaf):
+    if isinstance(leaf, tf.Tensor):  # eager and symbolic tensors: checked first, it is cheap
+        return leaf
+    if isinstance(leaf, keras.Variable):
+        return tf.convert_to_tensor(leaf.value)
+    if isinstance(leaf, tf.Variable):
+        return tf.convert_to_tensor(leaf)
+    if tf.is_tensor(leaf):
+        return leaf
+    return None
+
+
+def is_tensor(x) -> bool:
+    # tf.Tensor first: tf.is_tensor alone is slow (an isinstance check against a Protocol)
+    if isinstance(x, tf.Tensor):
+        return True
+    if isinstance(x, CompositeTensor):
+        # other composites (tf.IndexedSlices, extension types) are refused by name in `call`
+        return isinstance(x, (tf.RaggedTensor, tf.SparseTensor))
+    return tf.is_tensor(x)
+
+
+def is_float(x) -> bool:
+    return x.dtype.is_floating or x.dtype.is_complex
+
+
+def being_differentiated(x, closed_over=False) -> bool:
+    """Whether a gradient tape watches tensor `x` (variables are found by the tape's variable
+    watching, not here)."""
+    return isinstance(x, tf.Tensor) and pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop([x])
+
+
+def dense_spec(x) -> TensorSpec:
+    """The spec of a dense tensor."""
+    shape, dtype = x.shape, x.dtype
+    dims = tuple(shape.as_list()) if shape.rank is not None else ()
+    # under tf.function shapes may be partly unknown: keep the (small) runtime shape then
+    runtime = None if shape.is_fully_defined() else tf.shape(x)
+    return TensorSpec(dims, dtype, None, dtype.is_floating or dtype.is_complex, runtime)
+
+
+def dims(shape) -> tuple:
+    """A TensorShape as a tuple (None: an unknown dimension; () for an unknown rank)."""
+    return tuple(shape.as_list()) if shape.rank is not None else ()
+
+
+def convert(grad, like):
+    if isinstance(grad, keras.Variable):
+        grad = grad.value
+    if tf.is_tensor(grad):
+        return grad
+    return tf.convert_to_tensor(grad, dtype=like.dtype)
+
+
+def static_shape(x) -> tuple:
+    if isinstance(x, TensorSpec):
+        return x.shape
+    shape = x.shape
+    return tuple(shape.as_list()) if shape.rank is not None else ()
+
+
+def cast_like(grad, like):
+    if grad.dtype != like.dtype:
+        grad = tf.cast(grad, like.dtype)
+    return grad
+
+
+def ones_like(x):
+    return tf.ones_like(x)
