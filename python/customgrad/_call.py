@@ -1,20 +1,20 @@
-"""One call of a custom-gradient function, and the one place where what f and grad_fn return
-is checked.
+"""One call of a custom-gradient function: its `Arguments`, and the `Backward` that calls
+grad_fn.
 
-The entry point (`_core.custom_gradient`) reads the arguments once into a `Call`. The backend
-runs f through `Call.forward(values)`, which returns f's output, its leaves and a `Backward`: an
+The entry point (`_core.custom_gradient`) reads the arguments once into an `Arguments`. The
+backend runs f through `arguments.forward(values)`, which returns f's output, its leaves and a `Backward`: an
 object, never changed once built, holding only what grad_fn's call needs (f, grad_fn, the
 structures and specs of the arguments and of the output, not their tensors). The backend hands
 the upstream gradients to `backward(cotangents, variables, variable_values)`, which calls grad_fn
-and returns checked gradients. This module imports no backend: the backend's helpers arrive as an
-argument.
+and returns gradients checked by `_returns`. This module imports no backend: the backend's
+helpers arrive as an argument.
 
 >>> import keras
 >>> from customgrad import _core
 >>> def double(x):
 ...     return 2.0 * x, lambda dy: 2.0 * dy
->>> call = Call(double, (keras.ops.ones((3,)),), {}, _core.backend_module())
->>> output, leaves, backward = call.forward(call.tensor_values)
+>>> arguments = Arguments(double, (keras.ops.ones((3,)),), {}, _core.backend_module())
+>>> output, leaves, backward = arguments.forward(arguments.tensor_values)
 >>> [tuple(g.shape) for g in backward([keras.ops.ones((3,))])[0]]
 [(3,)]
 """
@@ -24,14 +24,12 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from . import _messages as msg, _tree
+from . import _tree
 from ._convention import call_grad_fn
-from ._spec import TensorSpec
-from ._variables import variable_name
-from ._backend_names import AUTODIFF
+from ._returns import checked_forward_result, checked_gradients, plain_gradients
 
 
-class Call:
+class Arguments:
     """The arguments of one call: their structure, which leaves are tensors (and their values as
     backend tensors), and which of those get gradients. Read once; never changed."""
 
@@ -101,7 +99,7 @@ class Call:
         return output, leaves, Backward(
             self.f, grad_fn, self.backend, self._arguments(input_specs)[0], self.arg_is_tensor,
             self.tensor_index, input_specs, self.differentiable,
-            rebuild(output, output_specs), output_specs)
+            _tree.unflatten(output, output_specs), output_specs)
 
     def _run(self, tensor_values):
         if self.all_tensors and self.flat:
@@ -192,7 +190,7 @@ class Backward:
         output = self.output  # a spec, or a tuple or list of specs
         upstream = type(output)(cotangents) if type(output) in (tuple, list) else cotangents[0]
         result = call_grad_fn(self.grad_fn, self.f, output, upstream, ())
-        grads = _plain_gradients(result, self.input_specs, self.backend)
+        grads = plain_gradients(result, self.input_specs, self.backend)
         return grads if grads is not None else checked_gradients(self, result)[0]
 
     def linked(self, cotangents, outputs=None, inputs=(), variables=(), variable_values=(),
@@ -225,177 +223,7 @@ class Backward:
 
     def rebuild(self, output_leaves: list):
         """The output's structure with `output_leaves` as its leaves."""
-        return rebuild(self.output, output_leaves)
-
-
-def rebuild(structure, leaves: list):
-    """`structure` (an output, or its structure of specs) with `leaves` as its leaves."""
-    if len(leaves) == 1 and _tree.is_leaf(structure):
-        return leaves[0]
-    return _tree.unflatten(structure, leaves)
-
-
-# -- the checks of what f and grad_fn return ---------------------------------------------------
-
-_NUMBERS = (bool, int, float, complex)
-
-
-def checked_forward_result(f, result, backend) -> tuple[object, list, object]:
-    """What f returned, checked: (output, its leaves, grad_fn). Numbers and numpy values among
-    the output's leaves become tensors, as with tf/jax.custom_gradient (they are outputs like any
-    other and get an upstream gradient); another framework's tensor is an error."""
-    if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise msg.not_a_pair(f, result)
-    output, grad_fn = result
-    if not callable(grad_fn):
-        raise msg.grad_fn_not_callable(f, grad_fn)
-    leaves = [output] if _tree.is_leaf(output) else _tree.flatten(output)
-    is_tensor = backend.is_tensor
-    if not all([is_tensor(o) for o in leaves]):
-        leaves = [o if is_tensor(o) else _output_leaf(f, o, output, j)
-                  for j, o in enumerate(leaves)]
-        output = rebuild(output, leaves)
-    return output, leaves, grad_fn
-
-
-def _output_leaf(f, leaf, output, j):
-    """A leaf of f's output that is not a backend tensor: numbers, numpy values and
-    keras.Variables become tensors; another framework's tensor is an error; anything else
-    (None, strings) stays as it is and gets no gradient."""
-    if isinstance(leaf, _NUMBERS) or _tree.framework_of(leaf) in ("numpy", "keras"):
-        return keras.ops.convert_to_tensor(leaf)
-    refuse_foreign(leaf, f"`{msg.fn_name(f)}`", lambda: _tree.leaf_paths(output, "output")[j])
-    return leaf
-
-
-def checked_gradients(backward: Backward, result, variables=(), variable_values=()):
-    """What grad_fn returned, checked against the arguments and the variables: (one gradient or
-    None per tensor leaf of the arguments, one gradient or None per variable), each gradient
-    converted to its input's dtype. A gradient for a non-differentiable leaf is dropped."""
-    B, specs, f, grad_fn = backward.backend, backward.input_specs, backward.f, backward.grad_fn
-    if backward.plain and not variables:
-        grads = _plain_gradients(result, specs, B)
-        if grads is not None:
-            return grads, []
-    if variables:
-        grad_xs, grad_vars = _split_variable_grads(result, f, grad_fn, variables)
-    else:
-        grad_xs, grad_vars = result, None
-    per_arg_leaf = _align_input_grads(grad_xs, backward.args, backward.arg_is_tensor, f, grad_fn)
-    input_grads = []
-    n_per_arg = len(per_arg_leaf)
-    for i, spec, diff in zip(backward.tensor_index, specs, backward.differentiable):
-        g = per_arg_leaf[i] if i < n_per_arg else None
-        input_grads.append(None if g is None or not diff else _checked(backward, g, spec, i))
-    var_grads = []
-    if grad_vars is not None:
-        for var, value, g in zip(variables, variable_values, grad_vars):
-            var_grads.append(None if g is None else _checked(
-                backward, g, value, lambda var=var: msg.variable_place(variable_name(var))))
-    return input_grads, var_grads
-
-
-def _plain_gradients(result, input_specs: list, backend) -> list | None:
-    """The common case of `checked_gradients`, for positional tensors that all get gradients:
-    grad_fn returned one tensor of its input's shape and dtype per input (a tensor for one
-    input); that list, accepted as it is. None where the general rules are needed."""
-    is_tensor = backend.is_tensor
-    grads = (result,) if len(input_specs) == 1 and is_tensor(result) else result
-    if not (isinstance(grads, (tuple, list)) and len(grads) == len(input_specs)):
-        return None
-    for g, s in zip(grads, input_specs):
-        if not (is_tensor(g) and g.shape == s.shape and g.dtype == s.dtype
-                and s.check_gradient is None):
-            return None
-    return list(grads)
-
-
-def _split_variable_grads(result, f, grad_fn, variables: list):
-    """Splits a TF1-style `(grad_xs, grad_vars)` result; returns (grad_xs, grad_vars)."""
-    if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise msg.variables_result_not_a_pair(f, grad_fn, result)
-    grad_xs, grad_vars = result
-    if grad_vars is None:
-        grad_vars = [None] * len(variables)
-    if not isinstance(grad_vars, (tuple, list)) or len(grad_vars) != len(variables):
-        raise msg.grad_vars_count(f, grad_fn, len(variables), grad_vars)
-    return grad_xs, list(grad_vars)
-
-
-def _align_input_grads(grad_xs, args: tuple, is_tensor_leaf: list, f, grad_fn) -> list:
-    """Aligns what grad_fn returned with the leaves of the positional arguments.
-
-    Accepts the structure of the arguments (a single value for a one-argument f) or a flat
-    sequence with one entry per tensor leaf. Returns one entry (or None) per leaf of `args`.
-    """
-    if grad_xs is None:
-        return [None] * len(is_tensor_leaf)
-    if _tree.all_leaves(args):
-        # plain arguments: skip the general matching below
-        if len(args) == 1 and _tree.is_leaf(grad_xs):
-            return [grad_xs]
-        if (isinstance(grad_xs, (list, tuple)) and len(grad_xs) == len(args)
-                and _tree.all_leaves(grad_xs)):
-            return list(grad_xs)
-    n_tensors = sum(is_tensor_leaf)
-    attempts = []
-    if len(args) == 1:
-        attempts.append(lambda: _tree.match(grad_xs, args[0]))
-        if isinstance(grad_xs, (list, tuple)) and len(grad_xs) == 1:
-            attempts.append(lambda: _tree.match(grad_xs[0], args[0]))
-    attempts.append(lambda: _tree.match(grad_xs, tuple(args)))
-    if isinstance(grad_xs, (list, tuple)) and len(grad_xs) == n_tensors:
-        attempts.append(lambda: _scatter_flat(list(grad_xs), is_tensor_leaf))
-    first_error = None
-    for attempt in attempts:
-        try:
-            return attempt()
-        except _tree.StructureMismatch as e:
-            first_error = first_error or e
-    raise msg.grad_xs_structure(f, grad_fn, args, n_tensors, grad_xs, first_error)
-
-
-def _scatter_flat(flat: list, is_tensor_leaf: list) -> list:
-    it = iter(flat)
-    return [next(it) if t else None for t in is_tensor_leaf]
-
-
-def _checked(backward: Backward, grad, spec, where):
-    """`grad` converted, shape-checked and cast for the input of spec (or value) `spec`; `where`
-    names the input: a leaf index of the arguments, or a function returning its name (a
-    variable's name is looked up only when a message needs it)."""
-    B, f, grad_fn = backward.backend, backward.f, backward.grad_fn
-
-    def place():
-        if isinstance(where, int):
-            return _tree.leaf_paths(backward.args, "args")[where]
-        return where()
-
-    if not B.is_tensor(grad):
-        refuse_foreign(grad, msg.grad_fn_of(f, grad_fn), place)
-    grad = B.convert(grad, spec)
-    if isinstance(spec, TensorSpec) and spec.check_gradient is not None:
-        return spec.check_gradient(grad, msg.grad_fn_of(f, grad_fn), place())
-    if grad.shape == spec.shape and grad.dtype == spec.dtype:
-        return grad  # the common case; what follows would accept it unchanged
-    g_shape = B.static_shape(grad)
-    r_shape = spec.shape if isinstance(spec, TensorSpec) else B.static_shape(spec)
-    if g_shape != r_shape and (len(g_shape) != len(r_shape) or any(
-        a is not None and b is not None and a != b for a, b in zip(g_shape, r_shape)
-    )):
-        raise msg.gradient_shape(f, grad_fn, g_shape, place(), r_shape)
-    return B.cast_like(grad, spec)
-
-
-def refuse_foreign(value, who: str, where) -> None:
-    """Raises if `value` is a tensor of a framework other than the active Keras backend's (a
-    tf.exp inside f run on jax, say): the backend cannot differentiate it, and converting it would
-    hide that the computation left the backend. `who` returned it (f's name in backquotes, or
-    `msg.grad_fn_of`); `where()` names the place, for the message."""
-    framework = _tree.framework_of(value)
-    backend = keras.backend.backend()
-    if framework in AUTODIFF and framework != backend:
-        raise msg.foreign_value(framework, backend, who, value, where())
+        return _tree.unflatten(self.output, output_leaves)
 
 
 def _converts_to_tensor(leaf) -> bool:

@@ -2,7 +2,7 @@
 
 The convention is stated once, for users, in `docs/convention.md` ("How upstream gradients
 arrive", "What grad_fn returns"); this module implements its calling half, and
-`_call.checked_gradients` checks what grad_fn returns. The case table `tests/upstream_rule.json`
+`_returns.checked_gradients` checks what grad_fn returns. The case table `tests/upstream_rule.json`
 pins the rule in Python and in R.
 """
 

@@ -1,9 +1,9 @@
 """`custom_gradient`, the public entry point: the decorator, the refusal of hidden inputs, the
 symbolic call (keras.Input), and the error for another framework's ops inside f.
 
-A call reads core -> backend -> core: `decorated` reads the arguments into a `_call.Call` and
+A call reads core -> backend -> core: `decorated` reads the arguments into a `_call.Arguments` and
 hands it to the backend module of the active Keras backend (`customgrad.backends.<name>`), whose
-`call` runs f through `Call.forward` and wires the returned `_call.Backward` (which calls grad_fn
+`call` runs f through `Arguments.forward` and wires the returned `_call.Backward` (which calls grad_fn
 and checks its result) into its autodiff system.
 """
 
@@ -16,7 +16,7 @@ import keras
 from keras.src.backend import any_symbolic_tensors
 
 from . import _messages as msg, _tree
-from ._call import Call
+from ._call import Arguments
 from ._forward import call_forward_mode, forward_mode_option
 from ._messages import fn_name
 from ._variables import install as install_variable_recorder
@@ -188,12 +188,12 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False, tf_variables:
                 # running the model calls this function (and its gradient), not the ops inside f
                 # one by one.
                 return _SymbolicCall(decorated, fn_name(f))(*args, **kwargs)
-            call = Call(f, args, kwargs, backend, tensors_only)
+            arguments = Arguments(f, args, kwargs, backend, tensors_only)
             if tf_variables:  # tensorflow only, checked above; it derives forward mode anyway
-                return backend.call_with_tf_variables(call)
+                return backend.call_with_tf_variables(arguments)
             if forward_mode:
-                return call_forward_mode(backend, call)
-            return backend.call(call)
+                return call_forward_mode(backend, arguments)
+            return backend.call(arguments)
         except Exception as error:
             framework = _foreign_framework_in(error)
             if framework is None:

@@ -98,8 +98,8 @@ def forward_mode_option(value, where: str) -> bool:
     return value
 
 
-def call_forward_mode(backend, call):
+def call_forward_mode(backend, arguments):
     """Runs a call of a `forward_mode=True` function: the backend's `call_forward_mode` where
     forward mode needs another construction (jax), else its usual `call` (torch and tensorflow
     derive JVPs from grad_fn for every function)."""
-    return (backend.call_forward_mode if backend.FORWARD_MODE_OPT_IN else backend.call)(call)
+    return (backend.call_forward_mode if backend.FORWARD_MODE_OPT_IN else backend.call)(arguments)

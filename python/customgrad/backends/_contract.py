@@ -2,8 +2,8 @@
 
 The core (`_core.py`, `_call.py`, `_autodiff.py`, `_checker.py`, `_forward.py`) talks to a
 backend only through these names, and a backend imports from the core only its leaf modules
-(`_call`, `_convention`, `_messages`, `_spec`, `_variables`, `_forward`, `_tree`), never the entry
-point `_core`. Three capability constants say what a backend can do, instead of probing
+(`_call`, `_returns`, `_convention`, `_messages`, `_spec`, `_variables`, `_forward`, `_tree`),
+never the entry point `_core`. Three capability constants say what a backend can do, instead of probing
 for attributes:
 
 * `HAS_AUTODIFF`: it takes gradients (jax, tensorflow, torch); then it also meets `Autodiff`.
@@ -60,7 +60,7 @@ class Backend(Protocol):
 
     def call(self, arguments: Any) -> Any:
         """Runs one call inside the backend's autodiff; returns f's output, whose gradient is
-        grad_fn's. `arguments` is a `_call.Call`: `arguments.forward(values)` runs f on the
+        grad_fn's. `arguments` is a `_call.Arguments`: `arguments.forward(values)` runs f on the
         tensor values (`arguments.tensor_values`, or what the autodiff system made of them) and
         returns (output, output leaves, a `_call.Backward`); `backward(cotangents, variables,
         variable_values)` calls grad_fn and returns checked gradients. Where nothing can

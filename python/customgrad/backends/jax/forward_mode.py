@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import _forward
-from ..._call import rebuild
+from ... import _forward, _tree
 from .arrays import is_float, zeros
 from .traced import Traced, concrete
 
@@ -50,7 +49,7 @@ def call_forward_mode(arguments):
         return out_leaves, out_tangents
 
     results = primal(*traced.primals)
-    return rebuild(traced.output, results)
+    return _tree.unflatten(traced.output, results)
 
 
 def _instantiate(tangent, spec_):

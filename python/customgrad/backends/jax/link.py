@@ -14,7 +14,7 @@ import jax
 import jax.extend.core as jax_core
 import numpy as np
 
-from ..._call import rebuild
+from ... import _tree
 from .traced import Traced, concrete
 
 
@@ -77,4 +77,4 @@ def call(arguments):
     n_outputs = len(results) - len(traced.assigned)
     for variable, value in zip(traced.assigned, results[n_outputs:]):
         variable.assign(value)  # into the caller's stateless scope
-    return rebuild(traced.output, results[:n_outputs])
+    return _tree.unflatten(traced.output, results[:n_outputs])

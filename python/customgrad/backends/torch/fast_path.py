@@ -13,7 +13,7 @@ import torch
 
 from torch.autograd import forward_ad
 
-from ..._call import Backward, Call
+from ..._call import Arguments, Backward
 from ..._spec import TensorSpec
 from ..._variables import recording
 from .hidden_inputs import check_versions, closure_versions, hidden_leaves, next_node_number
@@ -45,7 +45,7 @@ def call_positional(f, args):
     outputs = _float_outputs(result)
     hidden = None if outputs is None or rec.variables else hidden_leaves(outputs, args, (), start)
     if hidden is None or hidden:
-        arguments = Call(f, args, {}, _BACKEND, tensors_only=True)
+        arguments = Arguments(f, args, {}, _BACKEND, tensors_only=True)
         return link(arguments, rec, *arguments.accept(result), start, hidden)
     output, grad_fn = result
     del result
