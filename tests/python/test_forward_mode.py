@@ -382,6 +382,25 @@ def test_tf_forward_accumulator_and_hessian_vector_products(mode):
 
 
 @pytest.mark.backends("tensorflow")
+def test_tf_accumulator_on_a_function_reading_a_variable_derives_the_jvp_from_grad_fn():
+    import tensorflow as tf
+
+    scale = keras.Variable(3.0)
+
+    @customgrad.custom_gradient
+    def scaled(x):
+        def grad(dy, variables=None):
+            return dy * 10.0, [tf.reduce_sum(dy * x)]  # 10: grad_fn's, not f's own 3
+        return x * scale, grad
+
+    x = t([1.0, 2.0])
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+        out = scaled(x)
+    np.testing.assert_allclose(npy(out), [3.0, 6.0])
+    np.testing.assert_allclose(npy(acc.jvp(out)), [10.0, 10.0])
+
+
+@pytest.mark.backends("tensorflow")
 def test_tf_tape_outside_a_function_with_an_accumulator_inside_uses_grad_fn():
     import tensorflow as tf
 

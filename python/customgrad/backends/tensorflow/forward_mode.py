@@ -24,16 +24,18 @@ def has_tangents(tensors) -> bool:
     return bool(pywrap_tfe.TFE_Py_PackJVPs(list(tensors))[1])
 
 
-def check_linear(backward, out_leaves, concrete):
+def check_linear(backward, out_leaves, concrete, variables=(), var_values=()):
     """Forward mode is derived from grad_fn: refuses a grad_fn that is not linear in upstream
-    (marked, or, on concrete values, failing the probe)."""
+    (marked, or, on concrete values, failing the probe, which calls grad_fn as the backward
+    does: with the variables f read)."""
     float_outputs = [o for o in out_leaves if tf.is_tensor(o) and is_float(o)]
     rule = None
     if concrete and len(float_outputs) == len(out_leaves) and all(
             o.dtype.is_floating and o.shape.is_fully_defined() for o in float_outputs):
         def rule(us):
             with record.stop_recording():
-                grads = backward([tf.constant(u, o.dtype) for u, o in zip(us, float_outputs)])[0]
+                grads = backward([tf.constant(u, o.dtype) for u, o in zip(us, float_outputs)],
+                                 variables, var_values)[0]
             return [None if g is None else g.numpy() for g in grads]
     _forward.check_linear(backward.f, backward.grad_fn, rule,
                           [tuple(o.shape) for o in float_outputs])

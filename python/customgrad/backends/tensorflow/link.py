@@ -123,11 +123,11 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
     with record.VariableWatcher() as watcher, recording() as rec:
         output, out_leaves, backward = arguments.forward(values)
     refuse_other_composite_outputs(f, output, out_leaves)
-    if has_tangents(tape_inputs):
-        check_linear(backward, out_leaves, concrete=True)
     if rec.losses_added and first_order_only:
         raise loss_error(f)
     variables, var_values = variables_read(rec, watcher, arguments.leaves, tf_variables)
+    if has_tangents(tape_inputs):
+        check_linear(backward, out_leaves, True, variables, var_values)
     if not arguments.tensor_values and not variables:
         return output  # nothing to differentiate: f's ops stay recorded as they ran
     with record.stop_recording():
