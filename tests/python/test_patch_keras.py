@@ -168,4 +168,6 @@ def test_keras_remat_scope_trains_as_without_remat_when_patched():
     with customgrad.patch_keras():
         with_remat = _fit_losses(remat=True)
     assert without[-1] < without[0]
-    np.testing.assert_allclose(with_remat, without, rtol=1e-5)
+    # float32 sums in another order (TensorFlow's threads) move the third epoch's loss by ~1e-5;
+    # a wrong gradient moves it by far more
+    np.testing.assert_allclose(with_remat, without, rtol=1e-4)
