@@ -9,17 +9,15 @@ of the forward (`against="autodiff"`). `order=2` checks the VJP of the VJP the s
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import keras
 import numpy as np
-from keras.src.backend.common import dtypes as keras_dtypes
 
 from . import _messages as msg, _tree
-from ._autodiff import jvp, vjp
+from ._autodiff import vjp
+from ._check_problem import ROUNDING, Problem, as_float64_array, dtype_name
 from ._check_report import Check, GradientCheckError, GradientCheckReport
-from ._core import backend_module
 
 # Per dtype of the computation under test: (atol, rtol) and the float64 finite-difference step.
 _TOLERANCES = {
@@ -29,93 +27,6 @@ _TOLERANCES = {
     "bfloat16": (1e-2, 6e-2),
 }
 _EPS = 1e-5
-# Unit roundoff by dtype, for the noise of finite differences not computed in float64.
-_ROUNDING = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
-
-
-def _np(x) -> np.ndarray:
-    return np.asarray(keras.ops.convert_to_numpy(x), dtype=np.float64)
-
-
-def _dtype_name(x) -> str:
-    return keras.backend.standardize_dtype(x.dtype)
-
-
-class _Problem:
-    """The function and its arguments, split into float tensor leaves and constants."""
-
-    def __init__(self, f, args, kwargs):
-        self.f, self.args, self.kwargs = f, args, kwargs
-        self.B = backend_module()
-        self.leaves = _tree.flatten(args)
-        self.paths = _tree.leaf_paths(args, "args")
-        values = [self.B.tensor_value(leaf) for leaf in self.leaves]
-        self.index = [i for i, v in enumerate(values) if v is not None and self.B.is_float(v)]
-        if not self.index:
-            raise msg.check_no_float_argument(f, args)
-        for i in self.index:
-            spec = self.B.spec(values[i])
-            if spec.check_gradient is not None:  # a tf.RaggedTensor or tf.SparseTensor
-                raise msg.check_composite_argument(self.paths[i], f, spec)
-        self.values = [values[i] for i in self.index]
-        self.dtype = _widest([_dtype_name(v) for v in self.values])
-        self.fd_dtype = "float64"  # lowered if f's outputs at float64 inputs are not float64
-
-    def call(self, diff_values, f=None):
-        leaves = list(self.leaves)
-        for i, v in zip(self.index, diff_values):
-            leaves[i] = v
-        return (f or self.f)(*_tree.unflatten(self.args, leaves), **self.kwargs)
-
-    def call_float64(self, arrays, f=None):
-        """f at float64 copies of the float leaves (numpy arrays), outputs as float64 numpy."""
-        with self.B.float64_scope(), _keras_keeps_float64():
-            tensors = [keras.ops.convert_to_tensor(a, dtype="float64") for a in arrays]
-            out = _tree.flatten(self.call(tensors, f))
-            for o in out:
-                # Some Keras ops compute float64 inputs in float32 (on jax, ops.sin and others
-                # promote with float32 scalars): finite differences then carry that noise.
-                name = _dtype_name(o)
-                if _ROUNDING.get(name, 0.0) > _ROUNDING[self.fd_dtype]:
-                    self.fd_dtype = name
-            return [_np(o) for o in out]
-
-    def custom_vjp(self, u_leaves, f=None):
-        """J^T u through autodiff (custom gradients included), one numpy array per float leaf."""
-        out, vjp_fn = vjp(lambda *v: self.call(v, f), *self.values)
-        flat_out = _tree.flatten(out)
-        cts = [keras.ops.convert_to_tensor(u, dtype=_dtype_name(o)) for u, o in zip(u_leaves, flat_out)]
-        grads = vjp_fn(_tree.unflatten(out, cts))
-        return [np.zeros(v.shape) if g is None else _np(g) for g, v in zip(grads, self.values)]
-
-    def custom_jvp(self, k, v, outs):
-        """J v through customgrad.jvp (derived from grad_fn for a custom-gradient function) for
-        the direction v (numpy) of float leaf k, one numpy array per output leaf."""
-        tangents = [keras.ops.zeros_like(value) for value in self.values]
-        tangents[k] = keras.ops.convert_to_tensor(v, dtype=_dtype_name(self.values[k]))
-        _, jv = jvp(lambda *values: self.call(values), tuple(self.values), tuple(tangents))
-        return [np.zeros(o.shape) if t is None else _np(t)
-                for t, o in zip(_tree.flatten(jv), outs)]
-
-
-@contextlib.contextmanager
-def _keras_keeps_float64():
-    """Keras's type promotion caps float64 at float32 on jax and torch (so `ops.sin` of a
-    float64 tensor is float32 there); lift the cap while finite differences are computed."""
-    table = keras_dtypes.BIT64_TO_BIT32_DTYPE
-    saved = table.get("float64")
-    table["float64"] = "float64"
-    try:
-        yield
-    finally:
-        table["float64"] = saved
-
-
-def _widest(dtypes: list) -> str:
-    for name in ("float64", "float32", "float16", "bfloat16"):
-        if name in dtypes:
-            return name
-    return "float32"
 
 
 def check_gradients(
@@ -175,7 +86,7 @@ def check_gradients(
         raise msg.check_option("order", "1 or 2", order)
     if against not in ("finite_differences", "autodiff"):
         raise msg.check_option("against", "'finite_differences' or 'autodiff'", against)
-    problem = _Problem(f, args, kwargs)
+    problem = Problem(f, args, kwargs)
     default_atol, default_rtol = _TOLERANCES[problem.dtype]
     tol = (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
     eps = _EPS if eps is None else eps
@@ -206,7 +117,7 @@ def _random_like(rng, shape) -> np.ndarray:
 
 
 def _output_cotangents(problem, rng, f=None):
-    base = [_np(v) for v in problem.values]
+    base = [as_float64_array(v) for v in problem.values]
     outs = problem.call_float64(base, f)
     return base, outs, [_random_like(rng, o.shape) for o in outs]
 
@@ -225,7 +136,7 @@ def _check_directions(problem, rng, tol, eps, directions, report, name, f=None, 
     base, outs, u = _output_cotangents(problem, rng, f)
     if problem.fd_dtype != "float64":
         eps = max(eps, 1e-3)
-    rounding = _ROUNDING[problem.fd_dtype]
+    rounding = ROUNDING[problem.fd_dtype]
     for _ in range(directions):
         custom = problem.custom_vjp(u, f) if mode == "rev" else None
         for k, leaf_index in enumerate(problem.index):
@@ -263,7 +174,7 @@ def _worst_element(name, path, got, expected, tol, index_text=None) -> Check:
 def _check_jacobian(problem, tol, eps, report):
     """The full Jacobian: the directional differences along each unit direction, element by
     element against the rows J^T e_k from autodiff."""
-    base = [_np(v) for v in problem.values]
+    base = [as_float64_array(v) for v in problem.values]
     outs = problem.call_float64(base)
     n_in = sum(b.size for b in base)
     n_out = sum(o.size for o in outs)
@@ -310,7 +221,7 @@ def _check_against_autodiff(problem, rng, tol, report):
 
 def _check_second_order(problem, rng, tol, eps, directions, report):
     """Checks G(x) = J(x)^T u (a fixed u) against finite differences of G: the VJP of the VJP."""
-    base = [_np(v) for v in problem.values]
+    base = [as_float64_array(v) for v in problem.values]
     u = [_random_like(rng, o.shape) for o in problem.call_float64(base)]
 
     def first_order(*args, **kwargs):
@@ -325,12 +236,12 @@ def _check_second_order(problem, rng, tol, eps, directions, report):
 
         out, vjp_fn = vjp(at, *values)
         flat_out = _tree.flatten(out)
-        cts = [keras.ops.convert_to_tensor(ui, dtype=_dtype_name(o)) for ui, o in zip(u, flat_out)]
+        cts = [keras.ops.convert_to_tensor(ui, dtype=dtype_name(o)) for ui, o in zip(u, flat_out)]
         grads = vjp_fn(_tree.unflatten(out, cts))
         return tuple(keras.ops.zeros_like(v) if g is None else g for g, v in zip(grads, values))
 
     first_order.__name__ = f"VJP of {msg.fn_name(problem.f)}"
-    second = _Problem(first_order, problem.args, problem.kwargs)
+    second = Problem(first_order, problem.args, problem.kwargs)
     _check_directions(second, rng, (tol[0] * 10, tol[1] * 10), eps * 10, directions, report,
                       "VJP of VJP vs finite differences")
 
