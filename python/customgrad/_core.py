@@ -17,7 +17,7 @@ from keras.src.backend import any_symbolic_tensors
 
 from . import _messages as msg, _tree
 from ._call import Arguments
-from ._forward import call_forward_mode, forward_mode_option
+from ._forward import call_forward_mode
 from ._messages import fn_name
 from ._variables import install as install_variable_recorder
 from ._backend_names import AUTODIFF, NAMES
@@ -151,7 +151,7 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False, tf_variables:
         ...         return x * scale, grad
         ...     assert float(customgrad.grad(scaled)(keras.ops.convert_to_tensor(2.0))) == 3.0
     """
-    forward_mode = forward_mode_option(forward_mode, "customgrad.custom_gradient")
+    forward_mode = _bool_option(forward_mode, "forward_mode")
     tf_variables = _bool_option(tf_variables, "tf_variables")
     if f is _NO_FUNCTION:  # @custom_gradient(forward_mode=True)
         return functools.partial(custom_gradient, forward_mode=forward_mode,

@@ -91,13 +91,6 @@ def _remember(f) -> None:
         pass
 
 
-def forward_mode_option(value, where: str) -> bool:
-    """Validates custom_gradient's `forward_mode` argument."""
-    if not isinstance(value, bool):
-        raise msg.forward_mode_option(where, value)
-    return value
-
-
 def call_forward_mode(backend, arguments):
     """Runs a call of a `forward_mode=True` function: the backend's `call_forward_mode` where
     forward mode needs another construction (jax), else its usual `call` (torch and tensorflow

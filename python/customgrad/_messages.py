@@ -82,12 +82,6 @@ def not_callable(f) -> TypeError:
         f"{_tree.describe(f)}.")
 
 
-def forward_mode_option(where: str, value) -> TypeError:
-    return TypeError(
-        f"{where}: forward_mode must be True or False; received {value!r} "
-        f"({type(value).__name__}).")
-
-
 def hidden_input(f, keyword: str | None = None,
                  closed_over: str | None = None) -> CustomGradientError:
     """A tensor being differentiated reaches f by `keyword`, or as the `closed_over` name."""

@@ -245,10 +245,10 @@ def test_variables_assigned_inside_f_are_updated_by_fit(run_eagerly):
     assert float(npy(layer.calls.value)) == 5.0
 
 
-def test_assignment_inside_grad_fn_during_fit():
-    steps = keras.Variable(0.0, trainable=False, name="steps")
+def _model_whose_grad_fn_assigns(steps, forward_mode=False):
+    """A Dense layer, then a custom-gradient function whose grad_fn counts its calls in `steps`."""
 
-    @customgrad.custom_gradient
+    @customgrad.custom_gradient(forward_mode=forward_mode)
     def f(x):
         def grad(dy):
             steps.assign(steps + 1.0)
@@ -257,9 +257,14 @@ def test_assignment_inside_grad_fn_during_fit():
         return x * 1.0, grad
 
     inputs = keras.Input((2,))
-    dense = keras.layers.Dense(2)
-    model = keras.Model(inputs, f(dense(inputs)))
+    model = keras.Model(inputs, f(keras.layers.Dense(2)(inputs)))
     model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def test_assignment_inside_grad_fn_during_fit():
+    steps = keras.Variable(0.0, trainable=False, name="steps")
+    model = _model_whose_grad_fn_assigns(steps)
     x = np.ones((4, 2), "float32")
     if BACKEND == "jax":
         # jax's backward pass has no way out for a new variable value: a clear error, not a
@@ -275,19 +280,7 @@ def test_assignment_inside_grad_fn_during_fit():
 def test_assignment_inside_grad_fn_during_fit_in_forward_mode():
     """custom_jvp's rule is grad_fn as well: the same error as on the custom_vjp path."""
     steps = keras.Variable(0.0, trainable=False, name="steps")
-
-    @customgrad.custom_gradient(forward_mode=True)
-    def f(x):
-        def grad(dy):
-            steps.assign(steps + 1.0)
-            return dy
-
-        return x * 1.0, grad
-
-    inputs = keras.Input((2,))
-    dense = keras.layers.Dense(2)
-    model = keras.Model(inputs, f(dense(inputs)))
-    model.compile(optimizer="sgd", loss="mse")
+    model = _model_whose_grad_fn_assigns(steps, forward_mode=True)
     x = np.ones((4, 2), "float32")
     with pytest.raises(CustomGradientError, match="assigned 1 variable.*Assign in the forward"):
         model.fit(x, x, batch_size=4, epochs=1, verbose=0)

@@ -91,8 +91,8 @@ def test_not_callable():
     ))
 
 
-def test_forward_mode_option():
-    error = msg.forward_mode_option('customgrad.custom_gradient', 'yes')
+def test_bool_option_forward_mode():
+    error = msg.bool_option('customgrad.custom_gradient', 'forward_mode', 'yes')
     _pin(error, TypeError, (
         "customgrad.custom_gradient: forward_mode must be True or False; received 'yes' (str)."
     ))
