@@ -169,30 +169,6 @@ class Backward:
                               variables)
         return checked_gradients(self, result, variables, variable_values)
 
-    @classmethod
-    def positional(cls, f, grad_fn, backend, input_specs: list, output, output_specs: list):
-        """The `Backward` of a call of f on positional tensors, all of them differentiable;
-        `output`: the output's structure of specs. (Built on every eager torch call: the
-        slots are set directly.)"""
-        backward = cls.__new__(cls)
-        n = len(input_specs)
-        backward.f, backward.grad_fn, backward.backend = f, grad_fn, backend
-        backward.args, backward.arg_is_tensor = tuple(input_specs), [True] * n
-        backward.tensor_index, backward.input_specs = range(n), input_specs
-        backward.differentiable = backward.arg_is_tensor
-        backward.output, backward.output_specs, backward.plain = output, output_specs, True
-        return backward
-
-    def positional_call(self, cotangents) -> list:
-        """`__call__` for a `positional` Backward whose output is a floating-point tensor or a
-        flat tuple or list of them, given one upstream gradient per output and no variables:
-        the input gradients."""
-        output = self.output  # a spec, or a tuple or list of specs
-        upstream = type(output)(cotangents) if type(output) in (tuple, list) else cotangents[0]
-        result = call_grad_fn(self.grad_fn, self.f, output, upstream, ())
-        grads = plain_gradients(result, self.input_specs, self.backend)
-        return grads if grads is not None else checked_gradients(self, result)[0]
-
     def linked(self, cotangents, outputs=None, inputs=(), variables=(), variable_values=(),
                wanted=()) -> list:
         """`__call__` in the terms of an autodiff that linked some outputs and some inputs.
@@ -224,6 +200,41 @@ class Backward:
     def rebuild(self, output_leaves: list):
         """The output's structure with `output_leaves` as its leaves."""
         return _tree.unflatten(self.output, output_leaves)
+
+
+class PositionalBackward(Backward):
+    """The `Backward` of a call of f on positional tensors that all get gradients, whose output is
+    a floating-point tensor or a flat tuple or list of them. torch's fast path makes one on every
+    eager call, so it holds only f, grad_fn, the backend, the input specs and the output's
+    container (the outputs' own specs are not needed: torch hands over one upstream gradient per
+    output, of that output's shape and dtype); what the general checks read of a `Backward` is
+    derived when they run. `linked` is not for it.
+    """
+
+    __slots__ = ("container",)
+    plain = True
+
+    def __init__(self, f, grad_fn, backend, input_specs: list, container):
+        self.f, self.grad_fn, self.backend = f, grad_fn, backend
+        self.input_specs, self.container = input_specs, container  # None: one tensor
+
+    args = property(lambda self: tuple(self.input_specs))
+    arg_is_tensor = differentiable = property(lambda self: [True] * len(self.input_specs))
+    tensor_index = property(lambda self: range(len(self.input_specs)))
+
+    def __call__(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
+        upstream = self.rebuild(cotangents)
+        variables = list(variables)
+        # the upstream stands for the output in grad_fn's call: same structure, shapes, dtypes
+        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, variables)
+        if not variables:
+            grads = plain_gradients(result, self.input_specs, self.backend)
+            if grads is not None:
+                return grads, []
+        return checked_gradients(self, result, variables, variable_values)
+
+    def rebuild(self, output_leaves: list):
+        return output_leaves[0] if self.container is None else self.container(output_leaves)
 
 
 def _converts_to_tensor(leaf) -> bool:

@@ -13,7 +13,7 @@ import torch
 
 from torch.autograd import forward_ad
 
-from ..._call import Arguments, Backward
+from ..._call import Arguments, PositionalBackward
 from ..._spec import TensorSpec
 from ..._variables import recording
 from .hidden_inputs import check_versions, closure_versions, hidden_leaves, next_node_number
@@ -49,18 +49,17 @@ def call_positional(f, args):
         return link(arguments, rec, *arguments.accept(result), start, hidden)
     output, grad_fn = result
     del result
-    output_specs = [TensorSpec(o.shape, o.dtype, o.device, True) for o in outputs]
-    backward = Backward.positional(
+    container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
+    backward = PositionalBackward(
         f, grad_fn, _BACKEND, [TensorSpec(a.shape, a.dtype, a.device, True) for a in args],
-        output_specs[0] if isinstance(output, _Tensor) else type(output)(output_specs),
-        output_specs)
+        container)
     del output
     versions = closure_versions(grad_fn)
 
     def backward_fn(cotangents):
         if versions:
             check_versions(versions, f)
-        return backward.positional_call(cotangents)
+        return backward(cotangents)[0]
 
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
