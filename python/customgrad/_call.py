@@ -223,7 +223,7 @@ class PositionalBackward(Backward):
     tensor_index = property(lambda self: range(len(self.input_specs)))
 
     def __call__(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
-        upstream = self.rebuild(cotangents)
+        upstream = cotangents[0] if self.container is None else self.container(cotangents)
         variables = list(variables)
         # the upstream stands for the output in grad_fn's call: same structure, shapes, dtypes
         result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, variables)

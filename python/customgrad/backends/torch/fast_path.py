@@ -63,7 +63,8 @@ def call_positional(f, args):
 
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
-    return backward.rebuild(link_apply(backward_fn, outputs, *[_unwrap_if_dead(a) for a in args]))
+    linked = link_apply(backward_fn, outputs, *[_unwrap_if_dead(a) for a in args])
+    return linked[0] if container is None else container(linked)
 
 
 def _plain_call(f, args) -> bool:
