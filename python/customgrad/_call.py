@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _tree
 from ._convention import call_grad_fn
-from ._returns import checked_forward_result, checked_gradients, plain_gradients
+from ._returns import checked_forward_result, checked_gradients
 
 
 class Arguments:
@@ -227,10 +227,6 @@ class PositionalBackward(Backward):
         variables = list(variables)
         # the upstream stands for the output in grad_fn's call: same structure, shapes, dtypes
         result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, variables)
-        if not variables:
-            grads = plain_gradients(result, self.input_specs, self.backend)
-            if grads is not None:
-                return grads, []
         return checked_gradients(self, result, variables, variable_values)
 
     def rebuild(self, output_leaves: list):

@@ -12,9 +12,9 @@ import tensorflow as tf
 from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accumulator watches
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 
-from ... import _forward, _messages as msg
+from ... import _forward
 from ..._variables import recording
-from .grad_fn import gradients, tf_grad_fn
+from .grad_fn import gradients, record_on_tapes, tf_grad_fn
 from .tensors import is_float
 from .variables import loss_error, variables_read
 
@@ -72,14 +72,6 @@ def call_graph_forward_mode(arguments, tf_variables):
     results = forward(*arguments.tensor_values)
     backward = captured["backward"]
     check_linear(backward, captured["out_leaves"], concrete=False)
-    variables, var_values = captured["variables"], captured["var_values"]
-    with record.stop_recording():
-        outputs = [tf.identity(o) for o in results]
-    inputs = list(arguments.tensor_values) + [tf.convert_to_tensor(v) for v in var_values]
-
-    def backward_fn(*cotangents):
-        return gradients(backward, cotangents, variables, var_values, var_values)
-
-    record.record_operation(f"customgrad_{msg.fn_name(arguments.f)}", outputs, inputs,
-                            backward_fn)
+    outputs = record_on_tapes(backward, results, arguments.tensor_values, captured["variables"],
+                              captured["var_values"])
     return backward.rebuild(outputs)

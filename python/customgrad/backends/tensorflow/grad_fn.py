@@ -1,10 +1,15 @@
 """grad_fn's call from TensorFlow's autodiff: the tape's cotangents in, the gradients of the
-flat tensor components out (`gradients`), and the grad function tf.custom_gradient takes
-(`tf_grad_fn`)."""
+flat tensor components out (`gradients`); the grad function tf.custom_gradient takes
+(`tf_grad_fn`); and the one operation recorded on the tapes whose backward is grad_fn
+(`record_on_tapes`)."""
 
 from __future__ import annotations
 
-from .composites import component
+import tensorflow as tf
+from tensorflow.python.eager import record  # no public API records an op with its own backward
+
+from ... import _messages as msg
+from .composites import component, upstream_leaves
 from .variables import keras_variables_error
 
 
@@ -37,3 +42,23 @@ def tf_grad_fn(backward_fn, n_inputs):
         return grads[:n_inputs], grads[n_inputs:]
 
     return grad
+
+
+def record_on_tapes(backward, outputs, tape_inputs, variables, var_values) -> list:
+    """Records one operation (`tape_inputs` and the reads of `var_values` -> `outputs`, flat
+    tensors) on every active tape and forward accumulator, whose backward is grad_fn; returns
+    the recorded outputs."""
+    with record.stop_recording():
+        # new tensors (no copy): an output that is an input, or a tensor some tape already
+        # knows, must not get a second producer on the tape
+        recorded = [tf.identity(o) for o in outputs]
+    # reading a variable records the read (handle -> value), which connects its gradient
+    inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in var_values]
+
+    def backward_fn(*cotangents):
+        return gradients(backward, upstream_leaves(backward, cotangents), variables, var_values,
+                         var_values)
+
+    record.record_operation(f"customgrad_{msg.fn_name(backward.f)}", recorded, inputs,
+                            backward_fn)
+    return recorded

@@ -18,7 +18,7 @@ from ..._variables import recording
 from .composites import (component, has_composite, refuse_other_composite_args,
                          refuse_other_composite_outputs, upstream_leaves, with_component)
 from .forward_mode import call_graph_forward_mode, check_linear, has_tangents
-from .grad_fn import gradients, tf_grad_fn
+from .grad_fn import gradients, record_on_tapes, tf_grad_fn
 from .variables import loss_error, variables_read
 
 
@@ -130,18 +130,6 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
         check_linear(backward, out_leaves, True, variables, var_values)
     if not arguments.tensor_values and not variables:
         return output  # nothing to differentiate: f's ops stay recorded as they ran
-    with record.stop_recording():
-        # new tensors (no copy): an output that is an input, or a tensor some tape already
-        # knows, must not get a second producer on the tape
-        outputs = [tf.identity(component(o)) for o in out_leaves]
-    result_leaves = [with_component(o, t) for o, t in zip(out_leaves, outputs)]
-    del output, out_leaves
-    # reading a variable records the read (handle -> value), which connects its gradient
-    inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in var_values]
-
-    def backward_fn(*cotangents):
-        return gradients(backward, upstream_leaves(backward, cotangents), variables, var_values,
-                         var_values)
-
-    record.record_operation(f"customgrad_{msg.fn_name(f)}", outputs, inputs, backward_fn)
-    return backward.rebuild(result_leaves)
+    outputs = record_on_tapes(backward, [component(o) for o in out_leaves], tape_inputs,
+                              variables, var_values)
+    return backward.rebuild([with_component(o, t) for o, t in zip(out_leaves, outputs)])
