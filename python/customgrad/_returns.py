@@ -58,11 +58,11 @@ def checked_gradients(backward, result, variables=(), variable_values=()):
     """What grad_fn returned, checked against the arguments and the variables: (one gradient or
     None per tensor leaf of the arguments, one gradient or None per variable), each gradient
     converted to its input's dtype. A gradient for a non-differentiable leaf is dropped."""
-    B, specs, f, grad_fn = backward.backend, backward.input_specs, backward.f, backward.grad_fn
     if backward.plain and not variables:
-        grads = plain_gradients(result, specs, B)
+        grads = plain_gradients(result, backward.input_specs, backward.backend)
         if grads is not None:
             return grads, []
+    B, specs, f, grad_fn = backward.backend, backward.input_specs, backward.f, backward.grad_fn
     if variables:
         grad_xs, grad_vars = _split_variable_grads(result, f, grad_fn, variables)
     else:
