@@ -124,8 +124,8 @@ def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
         variables, var_values = variables + hidden, var_values + hidden
-    linked_vars = [i for i, v in enumerate(var_values) if _requires_grad(v)] if var_values else ()
-    if not inputs and not linked_vars:
+    wanted = [v for v in var_values if _requires_grad(v)]  # the variables autograd differentiates
+    if not inputs and not wanted:
         return output
     del output
     # detached: the parts of the forward graph grad_fn does not use are dropped now
@@ -138,12 +138,8 @@ def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=
                 outputs.append(o)
         result.append(o)
     del out_leaves
-    n_outputs = len(result)
-    # the common case: every output and every input linked, no variables
-    every_output = len(linked_outputs) == n_outputs
-    every_input = len(inputs) == len(values)
-    linked_inputs = values if every_input else [values[k] for k in inputs]
-    wanted = [var_values[i] for i in linked_vars]
+    every_output = len(linked_outputs) == len(result)
+    linked_inputs = values if len(inputs) == len(values) else [values[k] for k in inputs]
     if wanted:
         linked_inputs = linked_inputs + wanted
     versions = closure_versions(backward.grad_fn)
