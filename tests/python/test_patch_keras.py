@@ -168,6 +168,8 @@ def test_keras_remat_scope_trains_as_without_remat_when_patched():
     with customgrad.patch_keras():
         with_remat = _fit_losses(remat=True)
     assert without[-1] < without[0]
-    # float32 sums in another order (TensorFlow's threads) move the third epoch's loss by ~1e-5;
-    # a wrong gradient moves it by far more
-    np.testing.assert_allclose(with_remat, without, rtol=1e-4)
+    assert with_remat[-1] < with_remat[0]
+    # Alone, the two runs give bitwise-equal losses. In a full suite run TensorFlow's threaded
+    # float32 kernels moved the third epoch's loss by up to 4.3e-4 (relative) twice in ten runs;
+    # a wrong or missing gradient moves it by far more (the loss drops by half in three epochs)
+    np.testing.assert_allclose(with_remat, without, rtol=1e-3)
