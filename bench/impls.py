@@ -376,14 +376,17 @@ def grad_step(fn, n_inputs, compiled=False):
         return lambda *xs: [t.numpy() for t in g(*xs)] if compiled else g(*xs)
     import torch
 
-    def g(*xs):
-        xs = [x.detach().requires_grad_(True) for x in xs]
-        return torch.autograd.grad(loss(*xs), xs)
-
     if compiled:
         # one compiled graph per implementation and function (12 in all, over the default of 8)
         torch._dynamo.config.recompile_limit = 64
-        g = torch.compile(g)
+        # the loss compiled, its backward (AOT-compiled with it) taken outside, as a training
+        # step does: torch.autograd.grad inside the compiled function is a graph break, which
+        # torch 2.15 handles by recompiling the whole step on every call
+        loss = torch.compile(loss)
+
+    def g(*xs):
+        xs = [x.detach().requires_grad_(True) for x in xs]
+        return torch.autograd.grad(loss(*xs), xs)
     if torch.cuda.is_available():  # time the work, not the launch
         def synced(*xs, g=g):
             out = g(*xs)

@@ -45,10 +45,10 @@ TARGETS = {  # metric: [(compare against, limit, description)]
 }
 
 
-def gpu_records():
-    """Records of the GPU runs kept in bench/gpu/ (the device machine has no keras install)."""
+def gpu_records(folder=HERE / "gpu"):
+    """Records of the GPU runs kept in bench/gpu/ (scripts/gpu_check.sh writes them)."""
     records = []
-    for path in sorted((HERE / "gpu").glob("gpu-*.jsonl")):
+    for path in sorted(Path(folder).glob("gpu-*.jsonl")):
         backend = path.stem.split("-", 1)[1] + " (H100)"
         for line in path.read_text().splitlines():
             record = json.loads(line)
@@ -226,13 +226,49 @@ def r_bench():
     return out
 
 
+def gpu_results(folder):
+    """bench/RESULTS-gpu.md from the files scripts/gpu_check.sh wrote into `folder` (the machine,
+    the suites' closing lines, the benchmark records), which are kept in bench/gpu/."""
+    folder, kept = Path(folder), HERE / "gpu"
+    kept.mkdir(exist_ok=True)
+    for path in [folder / "machine.txt", *folder.glob("gpu-*.jsonl")]:
+        if path.resolve() != (kept / path.name).resolve():
+            shutil.copyfile(path, kept / path.name)
+    suites = []
+    for path in sorted(folder.glob("pytest-*.txt")):
+        lines = path.read_text().splitlines()
+        failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+        suites += [f"{path.stem.split('-', 1)[1]}: {lines[-1] if lines else '(no output)'}",
+                   *(f"    {line}" for line in failed)]
+    (kept / "suites.txt").write_text("\n".join(suites) + "\n")
+    lines, verdicts = tables(gpu_records(kept))
+    text = "\n".join([
+        "# customgrad on a GPU", "",
+        "Written by `python3 bench/run.py --gpu-results DIR` from what `scripts/gpu_check.sh` "
+        "recorded on the machine below (kept in bench/gpu/): the Python suite of each backend "
+        "with the GPU as Keras's default device, then `bench/bench_backend.py --large 26 "
+        "--memory 26` (large = 2^26 elements), each metric's rows as in RESULTS.md. A metric "
+        "or function missing below was not reached within the check's time limit "
+        "(BENCH_TIMEOUT); the suites and the benchmark may come from two runs of the same "
+        "day, each file's own.", "",
+        "## Machine", "", "```", (kept / "machine.txt").read_text().strip(), "```", "",
+        "## Test suites", "", "```", *suites, "```", "",
+        "## Verdicts", "", "```", *verdicts, "```", "", "## Tables", *lines]) + "\n"
+    (HERE / "RESULTS-gpu.md").write_text(text)
+    print(text)
+
+
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--gpu-results", metavar="DIR",
+                        help="write bench/RESULTS-gpu.md from scripts/gpu_check.sh's DIR, and stop")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--output", default=str(HERE / "RESULTS.md"))
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--no-r", action="store_true", help="skip bench/r_bench.R")
     args = parser.parse_args()
+    if args.gpu_results:
+        return gpu_results(args.gpu_results)
     backends = args.backends.split(",")
     start = time.time()
     records = []
@@ -266,12 +302,9 @@ def main():
     ]
     r_lines = ["(skipped: --no-r)"] if args.no_r else r_bench()
     gpu = ["", "## GPU", "",
-           "jax and torch on one NVIDIA H100 (the `device` machine: jax 0.11.2, torch 2.11.0+cu130, "
-           "keras 3.15.1 carried as a wheel), large = peak-memory size = 2^26 elements, recorded "
-           "by `KERAS_BACKEND=... python3 bench/bench_backend.py --large 26 --memory 26` into "
-           "bench/gpu/*.jsonl on 2026-11-22, with the customgrad of that day (before the eager "
-           "overhead work of 2026-11-23; no GPU machine was lent since). jax's peak GPU memory is "
-           "not measured (no resettable peak).", "",
+           "The last GPU run (scripts/gpu_check.sh; its machine, versions and test suites: "
+           "[RESULTS-gpu.md](RESULTS-gpu.md)), large = peak-memory size = 2^26 elements. jax's "
+           "peak GPU memory is not measured (no resettable peak).", "",
            "```", *gpu_verdicts, "```", *gpu_lines] if gpu_lines else []
     text = "\n".join(header + ["", "## Tables"] + lines + gpu + ["", "## R", *r_lines]) + "\n"
     Path(args.output).write_text(text)

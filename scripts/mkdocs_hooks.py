@@ -7,7 +7,8 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[1]
-ELSEWHERE = ["vignettes/*.md", "bench/RESULTS.md", "ARCHITECTURE.md", "CHANGELOG.md"]
+ELSEWHERE = ["vignettes/*.md", "bench/RESULTS.md", "bench/RESULTS-gpu.md", "ARCHITECTURE.md",
+             "CHANGELOG.md"]
 
 
 def on_files(files, config):

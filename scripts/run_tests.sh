@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: the Python suite once per Keras backend (each in its own process), then the
-# suites that drive other processes (R via Rscript and through rpy2, the vignettes). Prints one
-# total line at the end.
+# Runs every test: the Python suite once per Keras backend (each in its own process), the newest
+# torch and jax of the supported range in venvs of their own, then the suites that drive other
+# processes (R via Rscript and through rpy2, the vignettes). Prints one total line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -16,6 +16,10 @@ for backend in $backends; do
   KERAS_BACKEND=$backend $PY -m pytest -q -p no:cacheprovider tests/python \
     --junitxml="$out/python-$backend.xml" -o junit_suite_name="python-$backend" || status=1
 done
+
+# the newest torch and jax of the supported range, each installed alone (scripts/matrix.py)
+echo "=== version matrix: the newest torch and jax, one backend per venv ==="
+$PY scripts/matrix.py --ci --junit-dir "$out" || status=1
 
 if [ -d tests/integration ]; then
   echo "=== pytest tests/integration (R package, vignettes) ==="

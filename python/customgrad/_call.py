@@ -166,7 +166,7 @@ class Backward:
                 upstream.append(ct)
         variables = list(variables)
         result = call_grad_fn(self.grad_fn, self.f, self.output, self.rebuild(upstream),
-                              variables)
+                              variables, self.backend.sees_closures())
         return checked_gradients(self, result, variables, variable_values)
 
     def linked(self, cotangents, outputs=None, inputs=(), variables=(), variable_values=(),
@@ -226,7 +226,8 @@ class PositionalBackward(Backward):
         upstream = cotangents[0] if self.container is None else self.container(cotangents)
         variables = list(variables)
         # the upstream stands for the output in grad_fn's call: same structure, shapes, dtypes
-        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, variables)
+        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, variables,
+                              self.backend.sees_closures())
         return checked_gradients(self, result, variables, variable_values)
 
     def rebuild(self, output_leaves: list):

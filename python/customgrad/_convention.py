@@ -40,11 +40,12 @@ _PLAIN = tuple(GradSignature(n, n, False, False) for n in range(8))
 _ONE = _PLAIN[1]
 
 
-def inspect_grad_fn(grad_fn) -> GradSignature:
+def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
     """How to call `grad_fn`: how many positional upstreams, and which keywords.
 
     Reads the code object of plain functions (cheap, and traceable by torch.compile); other
-    callables go through inspect.signature.
+    callables go through inspect.signature. `introspect=False` (while torch.compile traces: the
+    backend's `sees_closures()`): only a plain function's code is read, not its defaults.
 
     >>> inspect_grad_fn(lambda *args, upstream=None: None)[:3]
     (0, None, True)
@@ -56,6 +57,16 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
         names = code.co_varnames
         n_positional = code.co_argcount
         flags = code.co_flags
+        if not introspect:
+            # While torch.compile traces, a function's defaults cannot be read: torch 2.11
+            # breaks the graph on __kwdefaults__, 2.13 fails on a __defaults__ tuple. Every
+            # parameter then counts as optional: which ones are required only decides between
+            # our arity error and Python's TypeError for a call that fails either way (eager
+            # calls get ours), never how a call that works is made.
+            positional = names[:n_positional]
+            keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
+            return _grad_signature(positional, 0, bool(flags & _CO_VARARGS), keyword_only, (),
+                                   bool(flags & _CO_VARKEYWORDS))
         if (n_positional < len(_PLAIN) and not code.co_kwonlyargcount
                 and not flags & (_CO_VARARGS | _CO_VARKEYWORDS) and not grad_fn.__defaults__
                 and (n_positional == 0 or names[n_positional - 1] not in _BY_KEYWORD)):
@@ -63,17 +74,8 @@ def inspect_grad_fn(grad_fn) -> GradSignature:
         positional = names[:n_positional]
         n_required = n_positional - len(grad_fn.__defaults__ or ())
         keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
-        required_kw = ()
-        if keyword_only:
-            try:
-                kw_defaults = grad_fn.__kwdefaults__ or {}
-                required_kw = tuple(k for k in keyword_only if k not in kw_defaults)
-            except AttributeError:
-                # torch.compile's tracer cannot read __kwdefaults__ (and gives up on the whole
-                # call unless the error is caught here): the keyword-only parameters count as
-                # optional there. Which ones are required only decides between our arity error
-                # and Python's for a call that fails either way.
-                pass
+        kw_defaults = grad_fn.__kwdefaults__ or {}
+        required_kw = tuple(k for k in keyword_only if k not in kw_defaults)
         return _grad_signature(positional, n_required, bool(flags & _CO_VARARGS),
                                keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
     try:
@@ -113,11 +115,11 @@ def _grad_signature(positional, n_required, var_positional, keyword_only, requir
                          tuple(k for k in required_kw if k not in _BY_KEYWORD))
 
 
-def upstream_arguments(grad_fn, f, output, upstream):
+def upstream_arguments(grad_fn, f, output, upstream, introspect: bool = True):
     """The positional arguments and the keywords (`upstream=`) that `grad_fn` is called with,
     by the upstream rule of `docs/convention.md`; any other signature is a CustomGradientError.
     """
-    sig = inspect_grad_fn(grad_fn)
+    sig = inspect_grad_fn(grad_fn, introspect)
     if sig is _ONE and not isinstance(output, (list, tuple)):
         return (upstream,), {}, sig  # `def grad(dy)` on one output: the common case
     if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
@@ -140,10 +142,10 @@ def upstream_arguments(grad_fn, f, output, upstream):
     return positional, ({"upstream": upstream} if sig.upstream_keyword else {}), sig
 
 
-def call_grad_fn(grad_fn, f, output, upstream, variables: list):
+def call_grad_fn(grad_fn, f, output, upstream, variables: list, introspect: bool = True):
     """Calls the user's grad_fn with `upstream`, the upstream gradients in the output's
-    structure, and the variables f read."""
-    positional, kwargs, sig = upstream_arguments(grad_fn, f, output, upstream)
+    structure, and the variables f read (`introspect`: see `inspect_grad_fn`)."""
+    positional, kwargs, sig = upstream_arguments(grad_fn, f, output, upstream, introspect)
     if variables:
         if not sig.accepts_variables:
             names = [getattr(v, "path", None) or getattr(v, "name", "?") for v in variables]

@@ -13,11 +13,12 @@ with an AttributeError deep inside a call.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import NamedTuple
 
 
 class PrivateAPI(NamedTuple):
-    framework: str  # the distribution whose version the error names
+    framework: str  # the framework's top-level module (tensorflow-cpu installs `tensorflow` too)
     module: str  # the module to import
     attribute: str  # a dotted attribute path inside it ("" for the module itself)
     why: str
@@ -90,6 +91,18 @@ PRIVATE_APIS = [
     PrivateAPI("torch", "torch.autograd.forward_ad", "_current_level",
                "whether a dual level is open (one attribute read on the fast path)"),
 ]
+
+
+def installed(framework: str) -> bool:
+    """Whether `framework` (a top-level module name) can be imported, whichever distribution
+    installed it."""
+    return importlib.util.find_spec(framework) is not None
+
+
+def version(framework: str) -> str:
+    """The version of an installed framework, read from the module (the distribution may be
+    named otherwise: tensorflow-cpu, jax-cuda plugins, a torch local build)."""
+    return getattr(importlib.import_module(framework), "__version__", "(version unknown)")
 
 
 def resolve(api: PrivateAPI):

@@ -1,12 +1,29 @@
 """Readable helpers shared by the Python tests: the active backend, numpy conversion, and
 native (backend-specific) gradients to compare customgrad against."""
 
+import importlib.util
+
 import keras
 import numpy as np
+import pytest
 
 import customgrad
 
 BACKEND = keras.backend.backend()
+
+
+def require(framework):
+    """Skips the calling test, saying why, when `framework` cannot be imported here: a
+    one-backend install (`pip install ".[jax]"`) has no tensorflow, and customgrad must not need
+    it."""
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed here (a one-backend install)")
+
+
+def torch_device():
+    """Where Keras puts torch tensors (CUDA where there is one): a test that makes tensors with
+    torch itself puts them there too, as a user mixing both would."""
+    return keras.ops.zeros(()).device
 
 
 def t(value, dtype="float32"):

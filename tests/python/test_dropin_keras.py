@@ -7,7 +7,7 @@ same with customgrad's decorator swapped in, through the native tool and through
 import keras
 import numpy as np
 import pytest
-from helpers import BACKEND, native_grad, npy
+from helpers import BACKEND, native_grad, npy, torch_device
 from keras import ops
 
 import customgrad
@@ -71,7 +71,7 @@ def test_torch_style_leaf_tensor_gets_gradient_one_from_backward():
     tensor that requires grad, `.sum().backward()`, then `.grad`)."""
     import torch
 
-    x = torch.tensor(100.0, requires_grad=True)
+    x = torch.tensor(100.0, requires_grad=True, device=torch_device())
     log1pexp(x).sum().backward()
     assert float(x.grad) == 1.0
 

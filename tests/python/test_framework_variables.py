@@ -9,7 +9,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from helpers import BACKEND, npy, t
+from helpers import BACKEND, npy, t, torch_device
 from keras import ops
 
 import customgrad
@@ -357,15 +357,15 @@ def test_tf1_graph_variable_read_by_grad_fn_without_variables_is_an_error():
 
 def _torch_lin():
     torch.manual_seed(0)
-    return torch.nn.Linear(3, 1, bias=False)
+    return torch.nn.Linear(3, 1, bias=False, device=torch_device())
 
 
 @pytest.mark.backends("torch")
 @pytest.mark.parametrize("path", ["plain tensors", "keyword argument"])
 def test_torch_parameter_read_inside_f_gets_its_gradient_from_grad_fn(path):
     # the plain-tensor call takes the short path; a keyword argument the general one
-    w = torch.nn.Parameter(torch.tensor([2.0, 3.0]))
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    w = torch.nn.Parameter(torch.tensor([2.0, 3.0], device=torch_device()))
+    x = torch.tensor([1.0, 2.0], requires_grad=True, device=torch_device())
     seen = {}
 
     @customgrad.custom_gradient
@@ -386,7 +386,7 @@ def test_torch_parameter_read_inside_f_gets_its_gradient_from_grad_fn(path):
 @pytest.mark.backends("torch")
 def test_torch_module_weights_read_by_grad_fn_without_variables_is_an_error_naming_them():
     lin = _torch_lin()
-    x = torch.ones(2, 3, requires_grad=True)
+    x = torch.ones(2, 3, requires_grad=True, device=torch_device())
 
     @customgrad.custom_gradient
     def f(x):
@@ -403,13 +403,13 @@ def test_torch_module_weights_read_by_grad_fn_without_variables_is_an_error_nami
 
 @pytest.mark.backends("torch")
 def test_torch_leaf_tensor_closed_over_without_variables_is_an_error_with_its_shape():
-    w = torch.ones(2, requires_grad=True)
+    w = torch.ones(2, requires_grad=True, device=torch_device())
 
     @customgrad.custom_gradient
     def f(x):
         return x * w, lambda dy: dy
 
-    y = f(torch.ones(2, requires_grad=True)).sum()
+    y = f(torch.ones(2, requires_grad=True, device=torch_device())).sum()
     with pytest.raises(CustomGradientError, match=re.escape(
             "without receiving them as arguments: a tensor of shape (2,).")):
         y.backward()
@@ -417,12 +417,12 @@ def test_torch_leaf_tensor_closed_over_without_variables_is_an_error_with_its_sh
 
 @pytest.mark.backends("torch")
 def test_torch_parameter_read_by_f_without_tensor_arguments_uses_grad_fn():
-    w = torch.nn.Parameter(torch.tensor([2.0, 3.0]))
+    w = torch.nn.Parameter(torch.tensor([2.0, 3.0], device=torch_device()))
 
     @customgrad.custom_gradient
     def f():
         def grad(dy, variables=None):
-            return (), [torch.full((2,), 100.0) * dy]
+            return (), [torch.full((2,), 100.0, device=torch_device()) * dy]
 
         return (w * w + w).sum(), grad  # autodiff would give [5, 7]
 
@@ -433,8 +433,8 @@ def test_torch_parameter_read_by_f_without_tensor_arguments_uses_grad_fn():
 @pytest.mark.backends("torch")
 def test_torch_keras_variable_and_parameter_read_together_each_get_their_gradient():
     kv = keras.Variable(np.array([1.0, 1.0], dtype="float32"), name="kv")
-    p = torch.nn.Parameter(torch.ones(2))
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    p = torch.nn.Parameter(torch.ones(2, device=torch_device()))
+    x = torch.tensor([1.0, 2.0], requires_grad=True, device=torch_device())
     seen = {}
 
     @customgrad.custom_gradient
@@ -453,8 +453,9 @@ def test_torch_keras_variable_and_parameter_read_together_each_get_their_gradien
 
 @pytest.mark.backends("torch")
 def test_torch_frozen_parameter_and_no_grad_need_no_variables():
-    frozen = torch.nn.Parameter(torch.tensor([5.0, 5.0]), requires_grad=False)
-    live = torch.nn.Parameter(torch.tensor([1.0, 1.0]))
+    frozen = torch.nn.Parameter(torch.tensor([5.0, 5.0], device=torch_device()),
+                                requires_grad=False)
+    live = torch.nn.Parameter(torch.tensor([1.0, 1.0], device=torch_device()))
 
     @customgrad.custom_gradient
     def f(x):
@@ -464,7 +465,7 @@ def test_torch_frozen_parameter_and_no_grad_need_no_variables():
     def g(x):
         return x * live, lambda dy: dy * 10.0  # would be an error if a gradient were taken
 
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    x = torch.tensor([1.0, 2.0], requires_grad=True, device=torch_device())
     f(x).sum().backward()
     np.testing.assert_array_equal(npy(x.grad), [10.0, 10.0])
     with torch.no_grad():
@@ -475,7 +476,7 @@ def test_torch_frozen_parameter_and_no_grad_need_no_variables():
 def test_torch_input_returned_as_is_and_earlier_graph_are_not_hidden_variables():
     # the walk stops at the nodes made before f ran: the parameter upstream of the input belongs
     # to the caller's graph, and autodiff reaches it through the input's gradient
-    p = torch.nn.Parameter(torch.tensor([2.0, 2.0]))
+    p = torch.nn.Parameter(torch.tensor([2.0, 2.0], device=torch_device()))
     h = p * 3.0  # the input of f, computed from a parameter
 
     @customgrad.custom_gradient
@@ -533,13 +534,13 @@ def test_torch_compile_cannot_see_parameters_read_inside_f_a_pinned_limit():
     # closure cells), so a parameter f reads without receiving it gets no gradient, as the
     # README says; pass it positionally under torch.compile. If this starts failing, torch made
     # the case visible: route it through variables= there too.
-    w = torch.nn.Parameter(torch.tensor([2.0, 3.0]))
+    w = torch.nn.Parameter(torch.tensor([2.0, 3.0], device=torch_device()))
 
     @customgrad.custom_gradient
     def f(x):
         return x * w, lambda dy: dy * 10.0
 
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    x = torch.tensor([1.0, 2.0], requires_grad=True, device=torch_device())
     torch.compile(lambda x: f(x).sum())(x).backward()
     np.testing.assert_array_equal(npy(x.grad), [10.0, 10.0])
     assert w.grad is None

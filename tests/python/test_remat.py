@@ -8,7 +8,7 @@ import weakref
 import keras
 import numpy as np
 import pytest
-from helpers import BACKEND, npy, t
+from helpers import BACKEND, npy, t, torch_device
 from keras import ops
 
 import customgrad
@@ -264,7 +264,7 @@ def test_torch_keeps_none_of_f_intermediates_for_the_backward():
             saved.append(weakref.ref(alias))
             return alias
 
-        x = torch.ones(64, requires_grad=True)
+        x = torch.ones(64, requires_grad=True, device=torch_device())
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             y = fn_of(_chain(lambda h: None))(x)
         gc.collect()
@@ -312,7 +312,7 @@ def test_a_framework_variable_read_by_f_is_refused_not_left_without_gradient():
     else:
         import torch
 
-        w = torch.nn.Parameter(torch.tensor([2.0, 3.0]))
+        w = torch.nn.Parameter(torch.tensor([2.0, 3.0], device=torch_device()))
     f = customgrad.remat(lambda x: ops.sum(x * w))
     x = t([1.0, 1.0])
     with pytest.raises(CustomGradientError, match="which are not keras.Variables"):

@@ -82,3 +82,30 @@ def test_upstream_rule(case):
         assert as_floats(kwargs["upstream"]) == whole
     else:
         assert "upstream" not in kwargs
+
+
+# grad_fns with defaults, whose defaults torch.compile's tracer cannot read (see below)
+WITH_DEFAULTS = {
+    "defaulted_second": lambda dy, dy2=None: None,
+    "upstream_none": lambda *args, upstream=None: None,
+    "variables_none": lambda dy, variables=None: None,
+    "keyword_defaults": lambda dy, *, scale=1.0, upstream=None: None,
+}
+OUTPUTS = {"single": 1.0, "pair": (1.0, 2.0), "tuple1": (1.0,)}
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+@pytest.mark.parametrize("grad_fn", sorted({c["grad_fn"] for c in CASES} | set(WITH_DEFAULTS)))
+def test_the_rule_reads_no_defaults_while_compiling_and_calls_alike(grad_fn, output):
+    """While torch.compile traces (`introspect=False`) the rule reads no function defaults, which
+    its tracer cannot: every call that works eagerly is made the same way, and a call refused
+    eagerly is at most left to Python's own TypeError."""
+    from customgrad._convention import upstream_arguments
+
+    fn = WITH_DEFAULTS.get(grad_fn) or make_grad_fn(grad_fn, [])[0]
+    out = OUTPUTS[output]
+    try:
+        eager = upstream_arguments(fn, fn, out, out)[:2]
+    except CustomGradientError:
+        return  # refused eagerly, by name; while compiling Python may be the one to refuse
+    assert upstream_arguments(fn, fn, out, out, introspect=False)[:2] == eager

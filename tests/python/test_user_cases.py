@@ -7,7 +7,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from helpers import BACKEND, native_grad, npy, t
+from helpers import BACKEND, native_grad, npy, require, t
 from keras import ops
 
 import customgrad
@@ -131,9 +131,11 @@ def test_grad_of_an_integer_input_blames_the_input_not_the_output(x):
 def _foreign():
     """(framework name, to_tensor, exp, log) of a framework other than the active backend's."""
     if BACKEND == "tensorflow":
+        require("jax")
         import jax.numpy as jnp
 
         return "jax", jnp.asarray, jnp.exp, jnp.log
+    require("tensorflow")
     import tensorflow as tf
 
     return "tensorflow", tf.constant, tf.exp, tf.math.log
@@ -150,6 +152,7 @@ def _assert_names_framework_backend_and_fix(error, f_name):
 
 def _tf1_seed_log1pexp():
     """The TF1 seed example as its users wrote it, with tf.exp and tf.math.log."""
+    require("tensorflow")
     import tensorflow as tf
 
     @customgrad.custom_gradient

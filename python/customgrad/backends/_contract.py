@@ -49,7 +49,8 @@ class Backend(Protocol):
         """Whether tensor x is floating-point or complex (gets a gradient)."""
 
     def sees_closures(self) -> bool:
-        """Whether f's closure cells may be read now (not while torch.compile traces)."""
+        """Whether f's closure cells and grad_fn's keyword defaults may be read now (not while
+        torch.compile traces)."""
 
     def being_differentiated(self, x: Any, closed_over: bool = False) -> bool:
         """Whether autodiff will differentiate x (for refusing keyword and closed-over

@@ -45,6 +45,17 @@ class _Link(torch.autograd.Function):
         return (None, None) + tuple(backward_fn(list(cotangents)))
 
 
+def _functorch_link_eagerly(*args):
+    return _FunctorchLink.apply(*args)
+
+
+# Under torch.compile, torch.func transforms reach _FunctorchLink eagerly (one graph break): from
+# torch 2.15 on, dynamo traces an autograd.Function under a jvp transform without its `jvp`, which
+# gives a zero tangent, and skips the linearity check that `jvp` makes; torch 2.11-2.13 broke the
+# graph there by themselves. Plain torch.compile of a call (no torch.func) is not affected.
+_functorch_link_eagerly = torch.compiler.disable(_functorch_link_eagerly)
+
+
 # autograd.Function.apply binds arguments for setup_context and unwraps functorch tensors before
 # it calls this; _Link has no setup_context, and the fast path runs without functorch transforms
 link_apply = super(torch.autograd.Function, _Link).apply
@@ -155,7 +166,9 @@ def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=
     if transformed or dual:
         backward_fn.forward_info = (backward.f, backward.grad_fn)  # for the derived JVP
     if transformed:
-        linked = _FunctorchLink.apply(backward_fn, len(outputs), *outputs, *linked_inputs)
+        apply = (_functorch_link_eagerly if torch.compiler.is_compiling()
+                 else _FunctorchLink.apply)
+        linked = apply(backward_fn, len(outputs), *outputs, *linked_inputs)
     elif dual:
         linked = DualLink.apply(backward_fn, outputs, *linked_inputs)
     else:

@@ -27,8 +27,9 @@ def is_float(x) -> bool:
 
 
 def sees_closures() -> bool:
-    """Whether f's closure cells can be read now: not while torch.compile traces (dynamo then
-    fails to load the cell inside f; a closed-over tensor is not checked there)."""
+    """Whether f's closure cells and grad_fn's keyword defaults can be read now: not while
+    torch.compile traces (dynamo then fails to load the cell inside f, and breaks its graph on
+    a function's __kwdefaults__; a closed-over tensor is not checked there)."""
     return not torch.compiler.is_compiling()
 
 
