@@ -68,9 +68,12 @@ def find_python(version: str) -> str | None:
     """An interpreter of `version` ("3.12"): on the PATH, else one pyenv keeps."""
     found = shutil.which(f"python{version}")
     if found:
-        probe = subprocess.run([found, "-c", "import sys"], capture_output=True)
-        if probe.returncode == 0:  # a pyenv shim of a version not selected fails here
-            return found
+        # the interpreter itself (a pyenv shim of a version not selected fails here), so that
+        # the cache does not depend on how the PATH reaches it
+        probe = subprocess.run([found, "-c", "import sys; print(sys.executable)"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0:
+            return probe.stdout.strip()
     pyenv_root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
     candidates = sorted(glob.glob(f"{pyenv_root}/versions/{version}.*/bin/python{version}"))
     return candidates[-1] if candidates else None

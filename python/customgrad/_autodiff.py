@@ -13,6 +13,7 @@ import keras
 
 from . import _tree
 from . import _messages as msg
+from ._call import to_tensor
 from ._core import backend_module
 
 
@@ -20,7 +21,7 @@ def _as_primal(leaf):
     """Python floats and numpy values become tensors (as jax.grad takes them); anything else
     stays as it is."""
     if isinstance(leaf, float) or _tree.framework_of(leaf) == "numpy":
-        return keras.ops.convert_to_tensor(leaf)
+        return to_tensor(leaf)
     return leaf
 
 
@@ -127,12 +128,14 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
                 full[n] = value
             return f(*full, **kwargs)
 
+        B = backend_module()
+        # before anything runs, on every backend: torch's autograd would refuse it with a bare
+        # error, jax and tensorflow would give None
+        _refuse_integer_inputs(f, args, nums_, B)
         result = _vjp(on_selected, tuple(args[n] for n in nums_), has_aux, reusable=False)
         out, vjp_fn = result[0], result[1]
-        B = backend_module()
         value = B.tensor_value(out) if _tree.flatten(out) == [out] else None
         if value is None or tuple(B.static_shape(value)) != () or not B.is_float(value):
-            _refuse_integer_inputs(f, args, nums_, B)
             raise msg.not_a_scalar(f, out)
         grads = vjp_fn(B.ones_like(value))
         grads = grads[0] if isinstance(argnums, int) else grads

@@ -64,7 +64,7 @@ class Arguments:
                 if i >= n_arg_leaves or not _converts_to_tensor(leaf):
                     continue
                 # as tf.custom_gradient and jax.custom_gradient do: f receives a tensor
-                value = keras.ops.convert_to_tensor(leaf)
+                value = to_tensor(leaf)
             self.tensor_index.append(i)
             self.tensor_values.append(value)
             self.differentiable.append(i < n_arg_leaves and backend.is_float(value))
@@ -232,6 +232,13 @@ class PositionalBackward(Backward):
 
     def rebuild(self, output_leaves: list):
         return output_leaves[0] if self.container is None else self.container(output_leaves)
+
+
+def to_tensor(leaf):
+    """A Python number or numpy value as a backend tensor. A numpy scalar keeps its dtype on
+    every backend, as a numpy array does (Keras's torch backend reads an np.float64, a subclass
+    of Python's float, as floatx: float32 there, float64 on tensorflow)."""
+    return keras.ops.convert_to_tensor(np.asarray(leaf) if isinstance(leaf, np.generic) else leaf)
 
 
 def _converts_to_tensor(leaf) -> bool:

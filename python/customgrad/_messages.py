@@ -25,6 +25,11 @@ _CG = "customgrad.custom_gradient"
 class CustomGradientError(ValueError):
     """A function given to `customgrad.custom_gradient` broke its contract."""
 
+    # Exception's own __init__ (ValueError's does the same): TensorFlow's autograph re-raises an
+    # error raised while tracing a tf.function as its own type only when the type's __init__ is
+    # Exception's, so `except CustomGradientError` catches it there too (else: a StagingError)
+    __init__ = Exception.__init__
+
 
 CustomGradientError.__module__ = "customgrad"  # tracebacks say customgrad.CustomGradientError
 
@@ -195,6 +200,13 @@ def gradient_shape(f, grad_fn, shape, where: str, expected_shape) -> CustomGradi
         f"shape (customgrad never broadcasts or sums them for you).")
 
 
+def gradient_not_a_number(f, grad_fn, grad, where: str) -> CustomGradientError:
+    return CustomGradientError(
+        f"{_CG}: {grad_fn_of(f, grad_fn)} returned {_tree.describe(grad)} as the gradient for "
+        f"{where}; a gradient must be a tensor, a number or a numeric numpy value (or None for "
+        f"no gradient).")
+
+
 def composite_misfit(who: str, grad, detail: str, where: str, spec, expected: str) -> str:
     """(text) A gradient that does not fit a ragged or sparse input."""
     return (f"{_CG}: {who} returned {_tree.describe(grad)}{detail} for {where}, "
@@ -245,6 +257,18 @@ def torch_hidden_leaves(f, grad_fn, described: str) -> CustomGradientError:
         f"keyword argument, so they would get no gradient. Pass them to `{fn_name(f)}` as "
         f"positional arguments, or let grad_fn accept `variables=` (it then receives them, after "
         f"any keras.Variables read, and returns (grad_xs, grad_vars)).")
+
+
+def torch_hidden_computed(f, ops: list) -> CustomGradientError:
+    """`ops`: the names of the autograd nodes (made before f ran) through which f's outputs
+    depend on tensors f did not receive."""
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` used tensors that require grad, computed before it ran, without "
+        f"receiving them as arguments (its outputs depend on them through {', '.join(ops)}); "
+        f"customgrad did not find them among the objects `{fn_name(f)}` closes over, so they "
+        f"would get no gradient. Pass them to `{fn_name(f)}` as positional arguments (a "
+        f"parameter that is a view, as FSDP1 makes a module's weights, is found when f reads it "
+        f"from a module it closes over).")
 
 
 def jax_grad_fn_assigned(f, n: int) -> CustomGradientError:

@@ -159,6 +159,8 @@ def _checked(backward, grad, spec, where):
 
     if not B.is_tensor(grad):
         refuse_foreign(grad, msg.grad_fn_of(f, grad_fn), place)
+        if not _numeric(grad):
+            raise msg.gradient_not_a_number(f, grad_fn, grad, place())
     grad = B.convert(grad, spec)
     if isinstance(spec, TensorSpec) and spec.check_gradient is not None:
         return spec.check_gradient(grad, msg.grad_fn_of(f, grad_fn), place())
@@ -171,6 +173,19 @@ def _checked(backward, grad, spec, where):
     )):
         raise msg.gradient_shape(f, grad_fn, g_shape, place(), r_shape)
     return B.cast_like(grad, spec)
+
+
+def _numeric(value) -> bool:
+    """Whether a gradient that is no backend tensor can become one: a number, a numeric numpy
+    value, a keras.Variable, or a tensor-like object (a ragged or sparse tensor, which its
+    input's spec checks)."""
+    if isinstance(value, _NUMBERS):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return False
+    kind = getattr(dtype, "kind", None)  # numpy dtypes; frameworks' dtypes have none
+    return kind is None or kind in "biufc"
 
 
 def refuse_foreign(value, who: str, where) -> None:

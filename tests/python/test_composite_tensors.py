@@ -52,13 +52,14 @@ def tape_grads(loss, sources, args):
 
 def raises(mode, match, at_run=False):
     """The CustomGradientError expected in eager mode. Under tf.function, one found while tracing
-    is re-raised by autograph as its StagingError with the same message; one found only when the
-    graph runs (`at_run`: sizes, row splits, indices) is an InvalidArgumentError saying it."""
+    is re-raised by autograph as a CustomGradientError with its trace and the same message; one
+    found only when the graph runs (`at_run`: sizes, row splits, indices) is an
+    InvalidArgumentError saying it."""
     if mode == "eager":
         return pytest.raises(CustomGradientError, match=match)
     if at_run:
         return pytest.raises(tf.errors.InvalidArgumentError, match=match.replace("'", ""))
-    return pytest.raises(Exception, match="CustomGradientError: .*" + match)
+    return pytest.raises(CustomGradientError, match="CustomGradientError: .*" + match)
 
 
 def values_of(x):

@@ -327,6 +327,26 @@ def test_torch_hidden_leaves():
     ))
 
 
+def test_gradient_not_a_number():
+    error = msg.gradient_not_a_number(f, grad, "oops", "args[0]")
+    _pin(error, CustomGradientError, (
+        'customgrad.custom_gradient: grad_fn `grad` of `f` returned a str as the gradient for '
+        'args[0]; a gradient must be a tensor, a number or a numeric numpy value (or None for no '
+        'gradient).'
+    ))
+
+
+def test_torch_hidden_computed():
+    error = msg.torch_hidden_computed(f, ["ViewBackward0"])
+    _pin(error, CustomGradientError, (
+        'customgrad.custom_gradient: `f` used tensors that require grad, computed before it ran, '
+        'without receiving them as arguments (its outputs depend on them through ViewBackward0); '
+        'customgrad did not find them among the objects `f` closes over, so they would get no '
+        'gradient. Pass them to `f` as positional arguments (a parameter that is a view, as '
+        'FSDP1 makes a module\'s weights, is found when f reads it from a module it closes over).'
+    ))
+
+
 def test_jax_grad_fn_assigned():
     error = msg.jax_grad_fn_assigned(f, 1)
     _pin(error, CustomGradientError, (

@@ -159,6 +159,39 @@ def test_tf_gradient_through_a_tf_function_and_the_persistent_tape_limitation():
         assert np.isnan(npy(tape.gradient(y, x))[2])
 
 
+@pytest.mark.backends("jax")
+def test_jax_shard_map_custom_gradient_and_customgrad_grad_match_custom_vjp():
+    """Inside jax.shard_map (its type checks on) a custom-gradient function, whose grad_fn
+    combines the upstream with a forward tensor, gets jax.custom_vjp's gradient, eager and under
+    jit; customgrad.grad of a function of a sharded value works there too. (On one device here:
+    the mesh axis types are checked whatever the device count.)"""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.sharding.Mesh(jax.devices()[:1], ("i",))
+
+    @jax.custom_vjp
+    def native(x):
+        return jnp.log1p(jnp.exp(x))
+
+    native.defvjp(lambda x: (native(x), jnp.exp(x)), lambda e, u: (u * (1.0 - 1.0 / (1.0 + e)),))
+
+    def loss_of(fn):
+        return jax.shard_map(lambda x: jax.lax.psum(jnp.sum(fn(x) * x), "i"), mesh=mesh,
+                             in_specs=P("i"), out_specs=P())
+
+    x = jnp.asarray([0.0, 2.0, 100.0, -3.0])
+    expected = jax.grad(loss_of(native))(x)
+    for transform in (lambda g: g, jax.jit):
+        np.testing.assert_allclose(npy(transform(jax.grad(loss_of(log1pexp)))(x)), npy(expected),
+                                   rtol=1e-6)
+    inner_grad = jax.shard_map(lambda x: customgrad.grad(lambda v: jnp.sum(v * v))(x),
+                               mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    for transform in (lambda g: g, jax.jit):
+        np.testing.assert_allclose(npy(transform(inner_grad)(x)), 2 * npy(x))
+
+
 # --- PyTorch ----------------------------------------------------------------------------------
 @pytest.mark.backends("torch")
 def test_torch_compile_without_graph_breaks():

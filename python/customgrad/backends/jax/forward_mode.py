@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import _forward, _tree
+from ... import _forward
 from .arrays import is_float, zeros
 from .traced import Traced, concrete
 
@@ -48,8 +48,7 @@ def call_forward_mode(arguments):
                         else np.zeros(o.shape, dtype=jax.dtypes.float0) for o in out_leaves]
         return out_leaves, out_tangents
 
-    results = primal(*traced.primals)
-    return _tree.unflatten(traced.output, results)
+    return traced.rebuild(primal(*traced.primals))
 
 
 def _instantiate(tangent, spec_):

@@ -14,7 +14,6 @@ import jax
 import jax.extend.core as jax_core
 import numpy as np
 
-from ... import _tree
 from .traced import Traced, concrete
 
 
@@ -59,9 +58,10 @@ def call(arguments):
             # Eager jax.grad calls fwd and bwd on concrete arrays: grad_fn can stay a Python
             # object, and tracing it (about a millisecond a call) is not needed.
             return outputs, _Residuals(rule, [], rule.float_outputs)
-        examples = [jax.ShapeDtypeStruct(outputs[j].shape, outputs[j].dtype)
-                    for j in rule.float_outputs]
-        jaxpr = jax.make_jaxpr(rule)(*examples)
+        # traced on the outputs' abstract values, which keep what a shape and dtype lose:
+        # inside jax.shard_map, which mesh axes a value varies over (else grad_fn's upstream
+        # would be invariant, and combining it with a varying forward tensor is an error)
+        jaxpr = jax.make_jaxpr(rule)(*[jax.typeof(outputs[j]) for j in rule.float_outputs])
         return outputs, _Residuals(jaxpr.jaxpr, jaxpr.consts, rule.float_outputs)
 
     def bwd(res, cotangents):
@@ -77,4 +77,4 @@ def call(arguments):
     n_outputs = len(results) - len(traced.assigned)
     for variable, value in zip(traced.assigned, results[n_outputs:]):
         variable.assign(value)  # into the caller's stateless scope
-    return _tree.unflatten(traced.output, results[:n_outputs])
+    return traced.rebuild(results[:n_outputs])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ... import _messages as msg
+from ... import _messages as msg, _tree
 from ..._variables import recording
 from .arrays import is_float, spec, zeros
 from .scope import collects_losses, scope_mapping, variables_bound
@@ -94,9 +94,22 @@ class Traced:
                 "custom gradient, and grad_fn does not define its gradient")
         self.output = backward.output
         self.assigned = [variable for variable, _ in updates]
-        out_leaves = [jnp.asarray(o) for o in out_leaves]
-        rule = Rule(backward, out_leaves, self, rec, variable_primals)
-        return out_leaves + [jnp.asarray(value) for _, value in updates], rule
+        # leaves that are no arrays (None, a string) stay out of custom_vjp, which takes arrays
+        # only, and get no gradient: `rebuild` puts them back
+        self.positions = [j for j, o in enumerate(out_leaves) if isinstance(o, jax.Array)]
+        self.leaves = out_leaves if len(self.positions) < len(out_leaves) else None
+        arrays = [out_leaves[j] for j in self.positions]
+        rule = Rule(backward, arrays, self.positions, self, rec, variable_primals)
+        return arrays + [jnp.asarray(value) for _, value in updates], rule
+
+    def rebuild(self, arrays):
+        """f's output with `arrays` (what custom_vjp returned for f's array leaves) in it."""
+        if self.leaves is None:
+            return _tree.unflatten(self.output, list(arrays))
+        leaves = list(self.leaves)
+        for j, a in zip(self.positions, arrays):
+            leaves[j] = a
+        return _tree.unflatten(self.output, leaves)
 
 
 class Rule:
@@ -106,9 +119,12 @@ class Rule:
     It keeps the primals' specs, not the primals, nor the call: grad_fn keeps what it needs.
     """
 
-    def __init__(self, backward, out_leaves: list, traced: Traced, rec, variable_primals):
+    def __init__(self, backward, arrays: list, positions: list, traced: Traced, rec,
+                 variable_primals):
         self.backward = backward
-        self.float_outputs = tuple(j for j, o in enumerate(out_leaves) if is_float(o))
+        # the float outputs: positions among the arrays custom_vjp outputs, and among f's leaves
+        self.float_outputs = tuple(k for k, o in enumerate(arrays) if is_float(o))
+        self.linked_outputs = tuple(positions[k] for k in self.float_outputs)
         self.positional, self.specs = traced.positional, traced.specs
         self.mapping, self.variable_ids = traced.mapping, traced.variable_ids
         self.variables, self.variable_values = rec.variables, rec.raw_values
@@ -117,7 +133,7 @@ class Rule:
     def __call__(self, *cotangents) -> list:
         # grad_fn may read variables too (a closure over layer.kernel)
         with variables_bound(self.mapping, self.variable_ids, self.variable_primals) as scope:
-            grads = self.backward.linked(cotangents, self.float_outputs, self.positional,
+            grads = self.backward.linked(cotangents, self.linked_outputs, self.positional,
                                          self.variables, self.variable_values,
                                          self.variable_primals)
         if scope is not None and scope.updates:

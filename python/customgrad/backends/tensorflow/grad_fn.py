@@ -44,10 +44,11 @@ def tf_grad_fn(backward_fn, n_inputs):
     return grad
 
 
-def record_on_tapes(backward, outputs, tape_inputs, variables, var_values) -> list:
+def record_on_tapes(backward, outputs, tape_inputs, variables, var_values,
+                    positions=None) -> list:
     """Records one operation (`tape_inputs` and the reads of `var_values` -> `outputs`, flat
-    tensors) on every active tape and forward accumulator, whose backward is grad_fn; returns
-    the recorded outputs."""
+    tensors, at `positions` among f's output leaves) on every active tape and forward
+    accumulator, whose backward is grad_fn; returns the recorded outputs."""
     with record.stop_recording():
         # new tensors (no copy): an output that is an input, or a tensor some tape already
         # knows, must not get a second producer on the tape
@@ -56,8 +57,8 @@ def record_on_tapes(backward, outputs, tape_inputs, variables, var_values) -> li
     inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in var_values]
 
     def backward_fn(*cotangents):
-        return gradients(backward, upstream_leaves(backward, cotangents), variables, var_values,
-                         var_values)
+        return gradients(backward, upstream_leaves(backward, cotangents, positions), variables,
+                         var_values, var_values)
 
     record.record_operation(f"customgrad_{msg.fn_name(backward.f)}", recorded, inputs,
                             backward_fn)

@@ -66,13 +66,14 @@ def _call(arguments, tf_variables):
         refuse_other_composite_outputs(arguments.f, output, out_leaves)
         if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
             raise loss_error(arguments.f)
-        out_leaves = [tf.convert_to_tensor(component(o)) for o in out_leaves]
+        positions = tensor_positions(backward)
+        captured["backward"], captured["leaves"] = backward, out_leaves
+        out_leaves = [tf.convert_to_tensor(component(out_leaves[j])) for j in positions]
         variables, var_values = variables_read(rec, watcher, arguments.leaves, tf_variables)
-        captured["backward"] = backward
 
         def backward_fn(cotangents, wanted):
-            return gradients(backward, upstream_leaves(backward, cotangents), variables,
-                             var_values, wanted)
+            return gradients(backward, upstream_leaves(backward, cotangents, positions),
+                             variables, var_values, wanted)
 
         return out_leaves, tf_grad_fn(backward_fn, len(tape_inputs))
 
@@ -85,8 +86,23 @@ def _call(arguments, tf_variables):
             raise
         raise msg.tf_reference_variable(arguments.f) from error
     backward = captured["backward"]
-    return backward.rebuild([with_component(s, o)
-                             for s, o in zip(backward.output_specs, outputs)])
+    return _rebuild(backward, captured["leaves"], outputs,
+                    [backward.output_specs[j] for j in tensor_positions(backward)])
+
+
+def tensor_positions(backward) -> list:
+    """The positions of f's output leaves that are tensors: the others (None) stay out of the
+    autodiff, which takes tensors only, and get no gradient."""
+    return [j for j, s in enumerate(backward.output_specs) if s is not None]
+
+
+def _rebuild(backward, leaves, outputs, like):
+    """f's output with `outputs` (each a flat component, for the tensor leaves, in order) in
+    it; `like`: what each one was (a spec or a tensor), to rebuild ragged and sparse ones."""
+    leaves = list(leaves)
+    for j, o, t in zip(tensor_positions(backward), like, outputs):
+        leaves[j] = with_component(o, t)
+    return backward.rebuild(leaves)
 
 
 def _unwatched(tensors) -> list:
@@ -130,6 +146,8 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
         check_linear(backward, out_leaves, True, variables, var_values)
     if not arguments.tensor_values and not variables:
         return output  # nothing to differentiate: f's ops stay recorded as they ran
-    outputs = record_on_tapes(backward, [component(o) for o in out_leaves], tape_inputs,
-                              variables, var_values)
-    return backward.rebuild([with_component(o, t) for o, t in zip(out_leaves, outputs)])
+    positions = tensor_positions(backward)
+    tensors = [out_leaves[j] for j in positions]
+    outputs = record_on_tapes(backward, [component(o) for o in tensors], tape_inputs,
+                              variables, var_values, positions)
+    return _rebuild(backward, out_leaves, outputs, tensors)

@@ -43,7 +43,8 @@ def call_positional(f, args):
     with recording() as rec:
         result = f(*args)
     outputs = _float_outputs(result)
-    hidden = None if outputs is None or rec.variables else hidden_leaves(outputs, args, (), start)
+    hidden = (None if outputs is None or rec.variables
+              else hidden_leaves(outputs, args, (), start, f))
     if hidden is None or hidden:
         arguments = Arguments(f, args, {}, _BACKEND, tensors_only=True)
         return link(arguments, rec, *arguments.accept(result), start, hidden)

@@ -1,9 +1,11 @@
 """What a call depends on without receiving it as an argument.
 
-* The leaf tensors that require grad (an nn.Parameter, a torch module's weights) that f read:
-  autograd would train them with no gradient from grad_fn, so they are found (`hidden_leaves`,
-  a walk of the autograd nodes f made) and routed to grad_fn like keras.Variables, or refused
-  by name (`hidden_leaves_error`).
+* The tensors that require grad that f read without receiving them: a leaf (an nn.Parameter, a
+  torch module's weights), or one computed before f ran (a view of a flat parameter, as FSDP1
+  makes a module's weights). Autograd would train them with no gradient from grad_fn, so they
+  are found (`hidden_leaves`, a walk of the autograd nodes f made) and routed to grad_fn like
+  keras.Variables (a computed one then passes its gradient on to where it came from), or
+  refused by name (`hidden_leaves_error`, `msg.torch_hidden_computed`).
 * The tensors grad_fn's closure holds: as autograd checks the tensors saved for backward, the
   backward checks that none was changed in place since the forward (`closure_versions`,
   `check_versions`).
@@ -19,14 +21,17 @@ next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next 
 _AccumulateGrad = torch._C._functions.AccumulateGrad
 
 
-def hidden_leaves(outputs, inputs, known, start) -> list:
-    """The leaf tensors that require grad that f's outputs were computed from without f
-    receiving them: not `inputs`, not `known` (the keras.Variable values f read).
+def hidden_leaves(outputs, inputs, known, start, f=None) -> list:
+    """The tensors that require grad that f's outputs were computed from without f receiving
+    them: not `inputs`, not `known` (the keras.Variable values f read). Leaves, and tensors
+    computed before f ran that f reached through an object (a module's weight that is a view of
+    a flat parameter); one of those that cannot be found among the objects `f` closes over is a
+    CustomGradientError.
 
     Walks the autograd nodes f made (numbered `start` or later), from the outputs down to their
     leaves; the walk stops at nodes made before f ran, so it costs one step per op of f, and a
-    node or two for f on plain tensors. A tensor made outside f and closed over is not a leaf
-    here: it is not followed. (Written for speed: it runs on every call.)
+    node or two for f on plain tensors. (Written for speed: it runs on every call.) They come
+    in the order f used them (a linear layer's weight, then its bias), as keras.Variables do.
     """
     stack, found = [], None
     for o in outputs:
@@ -36,21 +41,36 @@ def hidden_leaves(outputs, inputs, known, start) -> list:
                 found = [o] if found is None else found + [o]
             elif node._sequence_nr() >= start:  # else an input returned as it is
                 stack.append(node)
-    seen = set()
+    # where the walk ends: leaves, and nodes made before f ran (an input's own graph, or a
+    # tensor f reached otherwise), each with the number of the first node of f that used it
+    ends, seen = None, set()
     while stack:
-        for node, _ in stack.pop().next_functions:
-            if node is None or node in seen:
+        user = stack.pop()
+        for node, _ in user.next_functions:
+            if node is None:
                 continue
-            seen.add(node)
-            if type(node) is _AccumulateGrad:
-                leaf = node.variable
-                for t in inputs:
-                    if t is leaf:
-                        break
-                else:
-                    found = [leaf] if found is None else found + [leaf]
-            elif node._sequence_nr() >= start:
+            if type(node) is _AccumulateGrad or node._sequence_nr() < start:
+                if ends is None:
+                    ends = {}
+                number = user._sequence_nr()
+                if ends.get(node, (number,))[0] >= number:
+                    ends[node] = (number, node)
+            elif node not in seen:
+                seen.add(node)
                 stack.append(node)
+    if ends is not None:
+        in_order = [node for _, node in sorted(ends.values(), key=lambda e: e[0])]
+        earlier = [n for n in in_order if type(n) is not _AccumulateGrad]
+        computed = _computed_before(earlier, inputs, f) if earlier else {}
+        for node in in_order:  # leaves and computed tensors, in the order f used them
+            if type(node) is not _AccumulateGrad:
+                t = computed.get(node)
+            elif not any(t is node.variable for t in inputs):
+                t = node.variable
+            else:
+                continue
+            if t is not None:
+                found = [t] if found is None else found + [t]
     if found is None:
         return []
     skip = {id(t) for t in inputs}
@@ -61,6 +81,64 @@ def hidden_leaves(outputs, inputs, known, start) -> list:
             skip.add(id(t))
             hidden.append(t)
     return hidden
+
+
+def _computed_before(nodes, inputs, f) -> dict:
+    """{node: tensor} for the autograd nodes `nodes` (made before f ran), less the inputs' own:
+    the tensors found among the objects f closes over or names (FSDP1 puts a module's weights
+    there as views of its flat parameter). Raises, naming the ops, for one not found there."""
+    own = {t.grad_fn for t in inputs if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+    nodes = [n for n in nodes if n not in own]
+    if not nodes:
+        return {}
+    by_node = {}
+    for _, obj in _objects_of(f):
+        for t in _tensors_in(obj):
+            if t.grad_fn is not None:
+                by_node.setdefault(t.grad_fn, t)
+    missing = [n.name() for n in nodes if n not in by_node]
+    if missing:
+        raise msg.torch_hidden_computed(f, missing)
+    return {n: by_node[n] for n in nodes}
+
+
+def _objects_of(*fns) -> list:
+    """(name, object) for what the functions close over, the globals they name, and the object
+    a bound method belongs to (`self`)."""
+    objects = []
+    for fn in fns:
+        owner = getattr(fn, "__self__", None)
+        if owner is not None:
+            objects.append(("self", owner))
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            continue
+        for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+            try:
+                objects.append((name, cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+        scope = getattr(fn, "__globals__", {})
+        objects.extend((name, scope[name]) for name in code.co_names if name in scope)
+    return objects
+
+
+def _tensors_in(obj):
+    """The tensors an object holds as attributes, and those of the torch modules in it (a
+    module's submodules included: parameters, buffers and plain tensor attributes)."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+        return
+    modules = [obj] if isinstance(obj, torch.nn.Module) else []
+    for value in (getattr(obj, "__dict__", None) or {}).values():
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, torch.nn.Module):
+            modules.append(value)
+    for module in modules:
+        for m in module.modules():
+            yield from m._parameters.values()
+            yield from (v for v in m.__dict__.values() if isinstance(v, torch.Tensor))
 
 
 def hidden_leaves_error(f, grad_fn, hidden) -> msg.CustomGradientError:
@@ -76,20 +154,8 @@ def _parameter_names(*fns) -> dict:
     """id(parameter) -> its name, as `module.weight`, for the torch modules that the functions
     close over or name as globals (directly, or as an attribute of an object such as a Keras
     layer: `self.dense.weight`); for messages."""
-    objects = []  # (name in the function, object)
-    for fn in fns:
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            continue
-        for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-            try:
-                objects.append((name, cell.cell_contents))
-            except ValueError:  # an empty cell
-                pass
-        scope = getattr(fn, "__globals__", {})
-        objects.extend((name, scope[name]) for name in code.co_names if name in scope)
     names = {}
-    for label, obj in objects:
+    for label, obj in _objects_of(*fns):
         if isinstance(obj, torch.nn.Module):
             modules = [(label, obj)]
         else:

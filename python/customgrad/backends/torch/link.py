@@ -131,7 +131,7 @@ def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=
     ]
     variables, var_values = rec.variables, rec.raw_values
     if hidden is None and not transformed and start is not None:
-        hidden = hidden_leaves(out_leaves, values, var_values, start)
+        hidden = hidden_leaves(out_leaves, values, var_values, start, arguments.f)
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
         variables, var_values = variables + hidden, var_values + hidden
