@@ -41,34 +41,38 @@ def hidden_leaves(outputs, inputs, known, start, f=None) -> list:
                 found = [o] if found is None else found + [o]
             elif node._sequence_nr() >= start:  # else an input returned as it is
                 stack.append(node)
-    # where the walk ends: leaves, and nodes made before f ran (an input's own graph, or a
-    # tensor f reached otherwise), each with the number of the first node of f that used it
-    ends, seen = None, set()
+    ends, seen = None, set()  # where the walk ends: {node: (number of its first user, node)}
     while stack:
         user = stack.pop()
         for node, _ in user.next_functions:
             if node is None:
                 continue
-            if type(node) is _AccumulateGrad or node._sequence_nr() < start:
-                if ends is None:
-                    ends = {}
-                number = user._sequence_nr()
-                if ends.get(node, (number,))[0] >= number:
-                    ends[node] = (number, node)
-            elif node not in seen:
-                seen.add(node)
-                stack.append(node)
+            if type(node) is _AccumulateGrad:
+                leaf, received = node.variable, False
+                for t in inputs:
+                    if t is leaf:
+                        received = True
+                        break
+                if received:
+                    continue
+            elif node._sequence_nr() >= start:  # made by f: walked on
+                if node not in seen:
+                    seen.add(node)
+                    stack.append(node)
+                continue
+            # a leaf f did not receive, or a node made before f ran (an input's own graph, or a
+            # tensor f reached otherwise): the walk ends here
+            if ends is None:
+                ends = {}
+            number = user._sequence_nr()
+            if ends.get(node, (number,))[0] >= number:
+                ends[node] = (number, node)
     if ends is not None:
         in_order = [node for _, node in sorted(ends.values(), key=lambda e: e[0])]
         earlier = [n for n in in_order if type(n) is not _AccumulateGrad]
         computed = _computed_before(earlier, inputs, f) if earlier else {}
         for node in in_order:  # leaves and computed tensors, in the order f used them
-            if type(node) is not _AccumulateGrad:
-                t = computed.get(node)
-            elif not any(t is node.variable for t in inputs):
-                t = node.variable
-            else:
-                continue
+            t = node.variable if type(node) is _AccumulateGrad else computed.get(node)
             if t is not None:
                 found = [t] if found is None else found + [t]
     if found is None:
