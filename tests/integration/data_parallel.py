@@ -3,7 +3,8 @@ compared with single-device training. Run as `python data_parallel.py BACKEND` (
 device set-up must happen before Keras starts, so each backend is its own process); prints one
 `max weight difference: X` line per comparison and exits non-zero if any exceeds its tolerance.
 
-jax:        keras.distribution.DataParallel over 4 virtual CPU devices, and a sharded jax.jit
+jax:        keras.distribution.DataParallel over 4 virtual CPU devices, a sharded jax.jit, and
+            keras.distribution.ModelParallel over a 2x2 mesh with kernels sharded
 tensorflow: tf.distribute.MirroredStrategy over 2 logical CPU devices (strategy.run; Keras's
             fit under the strategy: `python data_parallel.py tensorflow_fit`)
 torch:      DistributedDataParallel with gloo, 2 processes on 127.0.0.1
@@ -118,6 +119,23 @@ def run_jax():
     assert len(sharded_grad.sharding.device_set) == 4
     reference = 1.0 / (1.0 + np.exp(-values.astype("float64")))
     ok &= report("sharded jax.jit of log1pexp vs sigmoid", [np.asarray(sharded_grad)], [reference])
+
+    # model parallelism: kernels sharded over a "model" axis, next to (Dense) and inside
+    # (ClosureDense, whose grad_fn reduces over the sharded axis) custom-gradient layers
+    mesh = keras.distribution.DeviceMesh((2, 2), ["batch", "model"], devices=jax.devices())
+    layout_map = keras.distribution.LayoutMap(mesh)
+    layout_map["dense.*kernel"] = (None, "model")
+    layout_map["closure_dense.*kernel"] = ("model", None)
+    keras.distribution.set_distribution(
+        keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch"))
+    model = build_model()
+    for w in model.weights:  # both kernels split over the model axis, not replicated
+        if w.path.endswith("kernel"):
+            assert not w.value.sharding.is_fully_replicated, (w.path, w.value.sharding)
+    sharded = fit(model, x, y)
+    keras.distribution.set_distribution(None)
+    ok &= report("ModelParallel(mesh 2x2, kernels sharded) vs single device", single, sharded,
+                 initial_weights())
     return ok
 
 
