@@ -7,6 +7,9 @@ jax:        keras.distribution.DataParallel over 4 virtual CPU devices, a sharde
             keras.distribution.ModelParallel over a 2x2 mesh with kernels sharded
 tensorflow: tf.distribute.MirroredStrategy over 2 logical CPU devices (strategy.run; Keras's
             fit under the strategy: `python data_parallel.py tensorflow_fit`)
+jax_processes: keras.distribution.DataParallel across 2 processes (jax.distributed, gloo on
+            127.0.0.1), as Keras requires it: the same seed and data on every process,
+            auto_shard_dataset=False
 torch:      DistributedDataParallel with gloo, 2 processes on 127.0.0.1
 """
 
@@ -239,8 +242,6 @@ def _torch_worker(rank, world, port, x, y, queue):
 
 
 def run_torch():
-    import socket
-
     import torch
     import torch.multiprocessing as mp
 
@@ -255,9 +256,7 @@ def run_torch():
         optimizer.step()
     single = [w.detach().numpy().copy() for w in model.parameters()]
 
-    with socket.socket() as s:  # a free port on loopback
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_torch_worker, args=(r, 2, port, x, y, queue)) for r in range(2)]
@@ -272,7 +271,55 @@ def run_torch():
                   initial)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # a free port on loopback
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_jax_worker():
+    """One of the two processes of `jax_processes` (argv: id, port, where process 0 saves the
+    trained weights)."""
+    import jax
+
+    process_id, port, out = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id)
+    import keras
+
+    assert jax.process_count() == 2 and len(jax.devices()) > len(jax.local_devices())
+    keras.distribution.set_distribution(
+        keras.distribution.DataParallel(devices=jax.devices(), auto_shard_dataset=False))
+    x, y = data()
+    weights = fit(build_model(), x, y)
+    if process_id == 0:
+        np.savez(out, *weights)
+    return True
+
+
+def run_jax_processes():
+    import subprocess
+    import tempfile
+
+    port = str(_free_port())
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "weights.npz")
+        workers = [subprocess.Popen([sys.executable, __file__, "jax_worker", str(i), port, out])
+                   for i in range(2)]
+        codes = [w.wait(timeout=400) for w in workers]
+        assert codes == [0, 0], f"the jax processes exited with {codes}"
+        saved = np.load(out)
+        parallel = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    x, y = data()
+    single = fit(build_model(), x, y)
+    return report("DataParallel across 2 processes (jax.distributed) vs single device", single,
+                  parallel, initial_weights())
+
+
 if __name__ == "__main__":
-    ok = {"jax": run_jax, "tensorflow": run_tensorflow, "tensorflow_fit": run_tensorflow_fit,
+    ok = {"jax": run_jax, "jax_processes": run_jax_processes, "jax_worker": run_jax_worker,
+          "tensorflow": run_tensorflow, "tensorflow_fit": run_tensorflow_fit,
           "torch": run_torch}[MODE]()
     sys.exit(0 if ok else 1)
