@@ -10,6 +10,8 @@ tensorflow: tf.distribute.MirroredStrategy over 2 logical CPU devices (strategy.
 jax_processes: keras.distribution.DataParallel across 2 processes (jax.distributed, gloo on
             127.0.0.1), as Keras requires it: the same seed and data on every process,
             auto_shard_dataset=False
+tensorflow_workers: tf.distribute.MultiWorkerMirroredStrategy, 2 worker processes on 127.0.0.1,
+            the training step written out (strategy.run)
 torch:      DistributedDataParallel with gloo, 2 processes on 127.0.0.1
 """
 
@@ -271,6 +273,55 @@ def run_torch():
                   initial)
 
 
+def run_tensorflow_worker():
+    """One of the two workers of `tensorflow_workers` (argv: index, the two ports, where worker 0
+    saves the trained weights)."""
+    import json
+
+    index, ports, out = int(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
+    os.environ["TF_CONFIG"] = json.dumps({
+        "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+        "task": {"type": "worker", "index": index}})
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    assert strategy.num_replicas_in_sync == 2
+    x, y = data()
+    with strategy.scope():
+        model = build_model()
+        weights = _tensorflow_steps(model, x, y, strategy)
+    if index == 0:
+        np.savez(out, *weights)
+    return True
+
+
+def run_tensorflow_workers():
+    """MultiWorkerMirroredStrategy, two workers in two processes, the training step written
+    out (strategy.run): Keras's fit under this strategy fails in Keras 3.15.1 itself, plain
+    layers too."""
+    return _processes("tensorflow_worker", ",".join(str(_free_port()) for _ in range(2)),
+                      "MultiWorkerMirroredStrategy(2 processes), strategy.run",
+                      lambda x, y: _tensorflow_steps(build_model(), x, y))
+
+
+def _processes(worker_mode, address, what, single_device):
+    """Runs `worker_mode` in two processes (argv: index, `address`, the file process 0 saves its
+    trained weights to) and compares those weights with `single_device(x, y)`'s."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "weights.npz")
+        workers = [subprocess.Popen([sys.executable, __file__, worker_mode, str(i), address, out])
+                   for i in range(2)]
+        codes = [w.wait(timeout=400) for w in workers]
+        assert codes == [0, 0], f"the {worker_mode} processes exited with {codes}"
+        saved = np.load(out)
+        parallel = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    x, y = data()
+    return report(f"{what} vs single device", single_device(x, y), parallel, initial_weights())
+
+
 def _free_port() -> int:
     import socket
 
@@ -300,26 +351,17 @@ def run_jax_worker():
 
 
 def run_jax_processes():
-    import subprocess
-    import tempfile
+    return _processes("jax_worker", str(_free_port()),
+                      "DataParallel across 2 processes (jax.distributed)", fit_fresh)
 
-    port = str(_free_port())
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "weights.npz")
-        workers = [subprocess.Popen([sys.executable, __file__, "jax_worker", str(i), port, out])
-                   for i in range(2)]
-        codes = [w.wait(timeout=400) for w in workers]
-        assert codes == [0, 0], f"the jax processes exited with {codes}"
-        saved = np.load(out)
-        parallel = [saved[f"arr_{i}"] for i in range(len(saved.files))]
-    x, y = data()
-    single = fit(build_model(), x, y)
-    return report("DataParallel across 2 processes (jax.distributed) vs single device", single,
-                  parallel, initial_weights())
+
+def fit_fresh(x, y):
+    return fit(build_model(), x, y)
 
 
 if __name__ == "__main__":
     ok = {"jax": run_jax, "jax_processes": run_jax_processes, "jax_worker": run_jax_worker,
           "tensorflow": run_tensorflow, "tensorflow_fit": run_tensorflow_fit,
+          "tensorflow_workers": run_tensorflow_workers, "tensorflow_worker": run_tensorflow_worker,
           "torch": run_torch}[MODE]()
     sys.exit(0 if ok else 1)

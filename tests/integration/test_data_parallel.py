@@ -14,7 +14,7 @@ AUTODIFF = runpy.run_path(os.path.join(HERE, "..", "..", "python", "customgrad",
                                        "_backend_names.py"))["AUTODIFF"]
 
 
-@pytest.mark.parametrize("backend", [*AUTODIFF, "jax_processes"])
+@pytest.mark.parametrize("backend", [*AUTODIFF, "jax_processes", "tensorflow_workers"])
 def test_data_parallel_training_matches_single_device(backend):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
     proc = subprocess.run([sys.executable, os.path.join(HERE, "data_parallel.py"), backend],
