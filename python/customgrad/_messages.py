@@ -89,9 +89,11 @@ def not_callable(f) -> TypeError:
 
 def hidden_input(f, keyword: str | None = None,
                  closed_over: str | None = None) -> CustomGradientError:
-    """A tensor being differentiated reaches f by `keyword`, or as the `closed_over` name."""
+    """A tensor being differentiated reaches f by `keyword`, or as the `closed_over` name (or,
+    with neither, some way customgrad cannot name: through an object f reads)."""
     found = (f"the tensor passed by keyword `{keyword}`" if keyword is not None
-             else f"the tensor `{closed_over}` it closes over")
+             else f"the tensor `{closed_over}` it closes over" if closed_over is not None
+             else "a tensor it did not receive as an argument (read through an object)")
     return CustomGradientError(
         f"{_CG}: `{fn_name(f)}` uses {found}, which is being differentiated; a custom gradient "
         f"defines gradients for the positional arguments only (grad_fn returns one per positional "

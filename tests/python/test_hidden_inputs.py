@@ -131,3 +131,31 @@ def test_tensorflow_tape_outside_tf_function_cannot_be_seen_inside(hidden):
         tf.function(autograph=False, func=lambda y: customgrad.grad(
             (lambda y: by_keyword(x, scale=y)) if hidden == "keyword"
             else (lambda y: closing_over(y)(x)))(y))(y)
+
+
+@pytest.mark.backends("tensorflow")
+@pytest.mark.parametrize("input_watched", [False, True])
+def test_tensorflow_tensor_computed_from_a_variable_read_through_an_object_is_an_error(
+        input_watched):
+    """A tensor computed from a variable before f ran, read through an object f closes over
+    (where the closure check cannot see it): its gradient was dropped silently (None); it is a
+    CustomGradientError, as on torch an unfindable one is and on jax custom_vjp refuses it."""
+    import types
+
+    import tensorflow as tf
+
+    v = tf.Variable([2.0, 3.0])
+    x = t([1.0, 1.0])
+    with tf.GradientTape() as tape:
+        if input_watched:
+            tape.watch(x)
+        holder = types.SimpleNamespace(w=v * 1.0)
+
+        @customgrad.custom_gradient
+        def f(x):
+            return x * holder.w, lambda dy: dy * 10.0
+
+        with pytest.raises(CustomGradientError, match=re.escape(
+                "uses a tensor it did not receive as an argument (read through an object), "
+                "which is being differentiated")):
+            f(x)

@@ -19,6 +19,7 @@ from .composites import (component, has_composite, refuse_other_composite_args,
                          refuse_other_composite_outputs, upstream_leaves, with_component)
 from .forward_mode import call_graph_forward_mode, check_linear, has_tangents
 from .grad_fn import gradients, record_on_tapes, tf_grad_fn
+from .tensors import being_differentiated
 from .variables import loss_error, variables_read
 
 
@@ -105,6 +106,10 @@ def _rebuild(backward, leaves, outputs, like):
     return backward.rebuild(leaves)
 
 
+def _recorded(leaves) -> bool:
+    return any(isinstance(t, tf.Tensor) and being_differentiated(t) for t in leaves)
+
+
 def _unwatched(tensors) -> list:
     """The tensors (flat components), as new tensors of the same buffers (nothing is copied)
     that no tape or accumulator watches.
@@ -142,6 +147,13 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
     if rec.losses_added and first_order_only:
         raise loss_error(f)
     variables, var_values = variables_read(rec, watcher, arguments.leaves, tf_variables)
+    if not variables and _recorded(out_leaves) and (first_order_only
+                                                    or not _recorded(tape_inputs)):
+        # f ran on unwatched inputs (copies, or inputs no tape watches) and read no variable,
+        # yet a tape records its outputs: f used a tensor being differentiated that it did not
+        # receive (one computed from a variable before f ran, read through an object), whose
+        # gradient would be dropped without a word
+        raise msg.hidden_input(f)
     if has_tangents(tape_inputs):
         check_linear(backward, out_leaves, True, variables, var_values)
     if not arguments.tensor_values and not variables:
