@@ -578,11 +578,13 @@ def test_tf_variables_option_must_be_a_bool():
 # --- torch: tensors computed before f ran, read through an object (FSDP1's views) ----------------
 class _Holder:
     """What FSDP1 (use_orig_params=True) makes of a module during its forward: `weight` is a
-    view of one flat parameter, not a leaf."""
+    view of one flat parameter, not a leaf. It also holds a module without a bias (a parameter
+    registered as None), which the search for such views passes over."""
 
     def __init__(self, flat):
         self.weight = flat[:2]
         self.bias = flat[2:]
+        self.no_bias = torch.nn.Linear(2, 2, bias=False, device=flat.device)
 
 
 @pytest.mark.backends("torch")

@@ -16,7 +16,7 @@ from torch.autograd import forward_ad
 from ..._call import Arguments, PositionalBackward
 from ..._spec import TensorSpec
 from ..._variables import recording
-from .hidden_inputs import check_versions, closure_versions, hidden_leaves, next_node_number
+from .hidden_inputs import check_versions, closure_versions, hidden_tensors, next_node_number
 from .link import link, link_apply
 
 # the package, whose names are the backend helpers the core's checks use
@@ -44,7 +44,7 @@ def call_positional(f, args):
         result = f(*args)
     outputs = _float_outputs(result)
     hidden = (None if outputs is None or rec.variables
-              else hidden_leaves(outputs, args, (), start, f))
+              else hidden_tensors(outputs, args, (), start, f))
     if hidden is None or hidden:
         arguments = Arguments(f, args, {}, _BACKEND, tensors_only=True)
         return link(arguments, rec, *arguments.accept(result), start, hidden)

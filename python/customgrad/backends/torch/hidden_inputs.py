@@ -3,7 +3,7 @@
 * The tensors that require grad that f read without receiving them: a leaf (an nn.Parameter, a
   torch module's weights), or one computed before f ran (a view of a flat parameter, as FSDP1
   makes a module's weights). Autograd would train them with no gradient from grad_fn, so they
-  are found (`hidden_leaves`, a walk of the autograd nodes f made) and routed to grad_fn like
+  are found (`hidden_tensors`, a walk of the autograd nodes f made) and routed to grad_fn like
   keras.Variables (a computed one then passes its gradient on to where it came from), or
   refused by name (`hidden_leaves_error`, `msg.torch_hidden_computed`).
 * The tensors grad_fn's closure holds: as autograd checks the tensors saved for backward, the
@@ -21,7 +21,7 @@ next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next 
 _AccumulateGrad = torch._C._functions.AccumulateGrad
 
 
-def hidden_leaves(outputs, inputs, known, start, f=None) -> list:
+def hidden_tensors(outputs, inputs, known, start, f=None) -> list:
     """The tensors that require grad that f's outputs were computed from without f receiving
     them: not `inputs`, not `known` (the keras.Variable values f read). Leaves, and tensors
     computed before f ran that f reached through an object (a module's weight that is a view of
@@ -129,7 +129,7 @@ def _objects_of(*fns) -> list:
 
 def _tensors_in(obj):
     """The tensors an object holds as attributes, and those of the torch modules in it (a
-    module's submodules included: parameters, buffers and plain tensor attributes)."""
+    module's submodules included: parameters and plain tensor attributes)."""
     if isinstance(obj, torch.Tensor):
         yield obj
         return
@@ -141,7 +141,8 @@ def _tensors_in(obj):
             modules.append(value)
     for module in modules:
         for m in module.modules():
-            yield from m._parameters.values()
+            # (a parameter registered as None, as `Linear(bias=False)` does, is none)
+            yield from (p for p in m._parameters.values() if p is not None)
             yield from (v for v in m.__dict__.values() if isinstance(v, torch.Tensor))
 
 

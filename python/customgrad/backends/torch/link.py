@@ -14,7 +14,7 @@ from ..._convention import inspect_grad_fn
 from ..._variables import recording
 from .forward_mode import DualLink, derived_jvp, has_tangents, meta
 from .hidden_inputs import (
-    check_versions, closure_versions, hidden_leaves, hidden_leaves_error, next_node_number)
+    check_versions, closure_versions, hidden_tensors, hidden_leaves_error, next_node_number)
 from .tensors import is_float
 
 _keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
@@ -131,7 +131,7 @@ def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=
     ]
     variables, var_values = rec.variables, rec.raw_values
     if hidden is None and not transformed and start is not None:
-        hidden = hidden_leaves(out_leaves, values, var_values, start, arguments.f)
+        hidden = hidden_tensors(out_leaves, values, var_values, start, arguments.f)
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
         variables, var_values = variables + hidden, var_values + hidden
