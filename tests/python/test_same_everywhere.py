@@ -1,6 +1,7 @@
-"""The same value, or the same clear error, on every backend: cases a differential run of
-random custom-gradient programs found to differ between jax, tensorflow and torch (issue 32).
-Each test states the one expected behaviour and runs on the backend of its process."""
+"""The same value, or the same clear error, on every backend: cases where a differential run of
+random custom-gradient programs found jax, tensorflow and torch to differ (a bare framework
+error on one, a value on another). Each test states the one expected behaviour and runs on the
+backend of its process."""
 
 import re
 
