@@ -54,6 +54,10 @@ def flatten(x: Any) -> list:
         return [x]
     if type(x) in (tuple, list) and all_leaves(x):
         return list(x)  # the common flat case, faster without a treespec
+    if _is_plain(x):
+        leaves = []
+        _plain_leaves(x, leaves)
+        return leaves
     leaves = optree.tree_leaves(x, none_is_leaf=True, namespace=_NAMESPACE)
     return leaves if all_leaves(leaves) else _flatten(x)[0]
 
@@ -69,7 +73,55 @@ def unflatten(structure: Any, leaves: list) -> Any:
     if type(structure) in (tuple, list) and len(leaves) == len(structure) \
             and all_leaves(structure):
         return type(structure)(leaves)  # the common flat case
+    if _is_plain(structure):
+        rest = iter(leaves)
+        rebuilt = _plain_rebuild(structure, rest)
+        if next(rest, rest) is not rest:
+            raise ValueError(f"unflatten: {len(leaves)} leaves for a structure with fewer")
+        return rebuilt
     return optree.tree_unflatten(_flatten(structure)[1], leaves)
+
+
+# Plain structures (exact tuples, lists and dicts with string keys: what `(args, kwargs)` is)
+# are walked here in plain Python, in optree's order (dict keys sorted). torch.compile cannot
+# trace optree's dict handling when every leaf of the dict is a Python constant (a keyword
+# argument `scale=2.0`): it breaks the graph there, and the frame it resumes then fails.
+
+def _is_plain(x: Any) -> bool:
+    kind = type(x)
+    if kind is tuple or kind is list:
+        return all(_is_plain(child) for child in x)
+    if kind is dict:
+        return all(type(key) is str and _is_plain(child) for key, child in x.items())
+    return not isinstance(x, _CONTAINERS)
+
+
+def _plain_children(x: Any) -> tuple[list, list]:
+    """(keys, children) of one level of a plain container, in optree's order."""
+    if type(x) is dict:
+        keys = sorted(x)
+        return keys, [x[key] for key in keys]
+    return list(range(len(x))), list(x)
+
+
+def _plain_leaves(x: Any, leaves: list) -> None:
+    if not isinstance(x, _CONTAINERS):
+        leaves.append(x)
+        return
+    for child in _plain_children(x)[1]:
+        _plain_leaves(child, leaves)
+
+
+def _plain_rebuild(structure: Any, leaves) -> Any:
+    if not isinstance(structure, _CONTAINERS):
+        leaf = next(leaves, leaves)
+        if leaf is leaves:
+            raise ValueError("unflatten: too few leaves for the structure")
+        return leaf
+    if type(structure) is dict:
+        rebuilt = {key: _plain_rebuild(structure[key], leaves) for key in sorted(structure)}
+        return {key: rebuilt[key] for key in structure}  # the caller's key order
+    return type(structure)(_plain_rebuild(child, leaves) for child in structure)
 
 
 def _flatten(x: Any, with_paths: bool = False) -> tuple:
@@ -212,8 +264,11 @@ def _match(value: Any, structure: Any, path: str) -> list:
         if isinstance(value, _CONTAINERS):
             raise StructureMismatch(path, "a single tensor", describe(value))
         return [value]
-    children, _, keys, _ = optree.tree_flatten_one_level(structure, none_is_leaf=True,
-                                                         namespace=_NAMESPACE)
+    if _is_plain(structure):
+        keys, children = _plain_children(structure)
+    else:
+        children, _, keys, _ = optree.tree_flatten_one_level(structure, none_is_leaf=True,
+                                                             namespace=_NAMESPACE)
     if isinstance(structure, dict):
         if not isinstance(value, dict) or value.keys() != structure.keys():
             raise StructureMismatch(path, describe(structure), describe(value))

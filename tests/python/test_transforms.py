@@ -214,6 +214,33 @@ def test_torch_compile_with_keyword_arguments():
     np.testing.assert_allclose(npy(x.grad), [6.0, 12.0])
 
 
+
+def _keyword_weighted():
+    """A factory: every function it makes shares its code objects, as a model's layers do."""
+    @customgrad.custom_gradient
+    def weighted(x, **weights):
+        outputs = {name: x * w for name, w in weights.items()}
+        return outputs, lambda dys: sum(dys[name] * w for name, w in weights.items())
+    return weighted
+
+
+@pytest.mark.backends("torch")
+def test_torch_compile_with_python_number_keywords_and_a_dict_output():
+    """Keyword arguments that are Python numbers, a dict output, two functions of one factory
+    compiled with different keyword sets: traced whole, gradients right. torch.compile cannot
+    trace optree's dict flattening when every leaf is a constant; it broke the graph there, and
+    the second function then failed with "length mismatch: [2, 1]"."""
+    import torch
+
+    torch._dynamo.reset()
+    for weights in ({"a": 2.0, "b": 3.0}, {"a": 5.0}):
+        weighted = _keyword_weighted()
+        x = t([1.0, 2.0]).requires_grad_(True)
+        out = torch.compile(weighted, fullgraph=True)(x, **weights)  # errors on a graph break
+        assert sorted(out) == sorted(weights)
+        sum(v.sum() for v in out.values()).backward()
+        np.testing.assert_allclose(npy(x.grad), [sum(weights.values())] * 2)
+
 @pytest.mark.backends("torch")
 @pytest.mark.parametrize("idiom", ["upstream_keyword", "required_upstream_keyword"])
 def test_torch_compile_with_keras_grad_idiom(idiom):
