@@ -51,9 +51,11 @@ class GradientReversal(ScaleGradient):
 @keras.saving.register_keras_serializable(package="customgrad")
 class ClipGradient(keras.layers.Layer):
     """Identity forward; clips the gradient flowing back, element-wise to [min_value, max_value]
-    and/or to an L2 norm of at most `max_norm`."""
+    and/or to an L2 norm of at most `max_norm` (with `across_replicas=True`, the norm one device
+    would see under a data-parallel engine: see `customgrad.ops.clip_gradient_norm`)."""
 
-    def __init__(self, min_value=None, max_value=None, max_norm=None, **kwargs):
+    def __init__(self, min_value=None, max_value=None, max_norm=None, across_replicas=False,
+                 **kwargs):
         super().__init__(**kwargs)
         if min_value is None and max_value is None and max_norm is None:
             raise msg.clip_layer_without_bounds()
@@ -65,18 +67,24 @@ class ClipGradient(keras.layers.Layer):
             "ClipGradient", "max_value", max_value)
         self.max_norm = None if max_norm is None else _check_number(
             "ClipGradient", "max_norm", max_norm, positive=True)
+        if not isinstance(across_replicas, bool):
+            raise msg.bool_option("customgrad.layers.ClipGradient", "across_replicas",
+                                  across_replicas)
+        self.across_replicas = across_replicas
 
     def call(self, inputs):
         x = inputs
         if self.max_norm is not None:
-            x = ops.clip_gradient_norm(x, self.max_norm)
+            x = ops.clip_gradient_norm(x, self.max_norm,
+                                        across_replicas=self.across_replicas)
         if self.min_value is not None:
             x = ops.clip_gradient(x, self.min_value, self.max_value)
         return x
 
     def get_config(self):
         return {**super().get_config(), "min_value": self.min_value,
-                "max_value": self.max_value, "max_norm": self.max_norm}
+                "max_value": self.max_value, "max_norm": self.max_norm,
+                "across_replicas": self.across_replicas}
 
 
 @keras.saving.register_keras_serializable(package="customgrad")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from keras import ops as kops
 
 from . import _messages as msg
-from ._core import custom_gradient
+from ._core import backend_module, custom_gradient
 from ._forward import nonlinear
 
 __all__ = [
@@ -74,9 +74,16 @@ def clip_gradient(x, min_value, max_value):
     return clip(x)
 
 
-def clip_gradient_norm(x, max_norm):
+def clip_gradient_norm(x, max_norm, *, across_replicas=False):
     """Identity forward; the gradient flowing back through `x` is rescaled to an L2 norm of at
     most `max_norm` (over the whole tensor).
+
+    Under a data-parallel engine each replica sees its rows of the batch only, so by default the
+    norm is each replica's own. With `across_replicas=True` it is the norm one device would see
+    on the whole batch: summed across the replicas of the engine running (torch.distributed's
+    process group, as under DDP and FSDP; the tf.distribute strategy of `strategy.run`), and
+    scaled for how that engine combines gradients. On jax, Keras's distributions run over global
+    arrays, where the norm is the whole batch's already. See docs/scaling-out.md.
 
     Examples:
         >>> import keras, customgrad
@@ -86,11 +93,17 @@ def clip_gradient_norm(x, max_norm):
     """
     if not max_norm > 0:
         raise msg.clip_norm(max_norm)
+    if not isinstance(across_replicas, bool):
+        raise msg.bool_option("customgrad.ops.clip_gradient_norm", "across_replicas",
+                             across_replicas)
 
     @custom_gradient
     def clip(x):
         def grad(upstream):
-            norm = kops.sqrt(kops.sum(kops.square(kops.cast(upstream, "float32"))))
+            sum_of_squares = kops.sum(kops.square(kops.cast(upstream, "float32")))
+            if across_replicas:
+                sum_of_squares = backend_module().one_device_sum_of_squares(sum_of_squares)
+            norm = kops.sqrt(sum_of_squares)
             factor = kops.minimum(1.0, max_norm / kops.maximum(norm, 1e-12))
             return upstream * _cast(factor, upstream)
 

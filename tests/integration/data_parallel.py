@@ -8,8 +8,8 @@ jax:        keras.distribution.DataParallel over 4 virtual CPU devices, a sharde
 tensorflow: tf.distribute.MirroredStrategy over 2 logical CPU devices (strategy.run; Keras's
             fit under the strategy: `python data_parallel.py tensorflow_fit`)
 jax_processes: keras.distribution.DataParallel across 2 processes (jax.distributed, gloo on
-            127.0.0.1), as Keras requires it: the same seed and data on every process,
-            auto_shard_dataset=False
+            127.0.0.1), as Keras requires it: the same seed on every process,
+            auto_shard_dataset=False, each process feeding its half of every batch
 tensorflow_workers: tf.distribute.MultiWorkerMirroredStrategy, 2 worker processes on 127.0.0.1,
             the training step written out (strategy.run)
 torch:      DistributedDataParallel with gloo, 2 processes on 127.0.0.1
@@ -42,7 +42,7 @@ def build_model():
     from keras import ops
 
     import customgrad
-    from customgrad.layers import GradientReversal
+    from customgrad.layers import ClipGradient, GradientReversal
 
     class ClosureDense(keras.layers.Layer):
         """Reads its kernel inside the custom-gradient function (variables= convention)."""
@@ -67,6 +67,9 @@ def build_model():
     h = keras.layers.Dense(8, activation="tanh")(inputs)
     # two reversals compose to the identity gradient: the model trains normally through them
     h = GradientReversal(scale=1.0)(GradientReversal(scale=1.0)(h))
+    # the norm of h's gradient on a whole batch is about 0.25 on one device, each replica's own
+    # about 0.35: clipped to one device's norm only when the replicas sum their norms
+    h = ClipGradient(max_norm=0.2, across_replicas=True)(h)
     return keras.Model(inputs, ClosureDense()(h))
 
 
@@ -86,11 +89,11 @@ def initial_weights():
     return [np.asarray(w) for w in build_model().get_weights()]
 
 
-def fit(model, x, y):
+def fit(model, x, y, batch_size=BATCH):
     import keras
 
     model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
-    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
     return [np.asarray(w) for w in model.get_weights()]
 
 
@@ -343,8 +346,12 @@ def run_jax_worker():
     assert jax.process_count() == 2 and len(jax.devices()) > len(jax.local_devices())
     keras.distribution.set_distribution(
         keras.distribution.DataParallel(devices=jax.devices(), auto_shard_dataset=False))
+    # each process feeds its half of every batch; Keras assembles the global batch from them
     x, y = data()
-    weights = fit(build_model(), x, y)
+    half = BATCH // 2
+    mine = np.concatenate([np.arange(s * BATCH + process_id * half, s * BATCH + (process_id + 1) * half)
+                           for s in range(STEPS)])
+    weights = fit(build_model(), x[mine], y[mine], batch_size=half)
     if process_id == 0:
         np.savez(out, *weights)
     return True

@@ -42,8 +42,9 @@ def test_layer_forward_and_gradient(layer, expected):
     lambda: GradientReversal(scale=0.7),
     lambda: ScaleGradient(scale=3.0),
     lambda: ClipGradient(min_value=-0.1, max_value=0.1, max_norm=2.0),
+    lambda: ClipGradient(max_norm=0.5, across_replicas=True),
     lambda: StraightThroughQuantizer(levels=8, min_value=-2.0, max_value=2.0),
-], ids=["reversal", "scale", "clip", "quantizer"])
+], ids=["reversal", "scale", "clip", "clip-across-replicas", "quantizer"])
 def test_model_saves_to_keras_file_and_loads_with_identical_outputs_and_gradients(make, tmp_path):
     keras.utils.set_random_seed(0)
     inputs = keras.Input((3,))
@@ -68,6 +69,8 @@ def test_model_saves_to_keras_file_and_loads_with_identical_outputs_and_gradient
     (lambda: ClipGradient(min_value=-1.0), "min_value and max_value go together; received "
                                            "min_value=-1.0, max_value=None"),
     (lambda: ClipGradient(max_norm=-1.0), "ClipGradient: max_norm must be > 0; received -1.0"),
+    (lambda: ClipGradient(max_norm=1.0, across_replicas=1),
+     "ClipGradient: across_replicas must be True or False; received 1"),
     (lambda: StraightThroughQuantizer(levels=1), "levels must be an int >= 2; received 1"),
     (lambda: StraightThroughQuantizer(min_value=1.0, max_value=1.0),
      "max_value must be > min_value; received min_value=1.0, max_value=1.0"),

@@ -1,6 +1,8 @@
 """customgrad.ops: values and gradients at the numerical extremes, checked against analytic
 values and with check_gradients, on every backend (forward also on numpy)."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -74,6 +76,20 @@ def test_clip_gradient_norm_rescales_only_large_gradients():
                                         t([3.0, 4.0])), [3.0, 4.0], rtol=1e-6)
     with pytest.raises(ValueError, match="max_norm must be > 0; received 0"):
         ops.clip_gradient_norm(x, 0)
+
+
+@autodiff
+def test_clip_gradient_norm_across_replicas_is_the_local_norm_where_no_engine_runs():
+    """The all-reduce across replicas (tests/integration: DDP, FSDP, tf.distribute, jax
+    processes, each equal to one device) adds nothing on one device."""
+    x = t([0.0, 0.0])
+    np.testing.assert_allclose(
+        grad_sum(lambda x: ops.clip_gradient_norm(x, 1.0, across_replicas=True), x,
+                 t([3.0, 4.0])), [0.6, 0.8], rtol=1e-6)
+    with pytest.raises(TypeError, match=re.escape(
+            "customgrad.ops.clip_gradient_norm: across_replicas must be True or False; "
+            "received 'yes' (str).")):
+        ops.clip_gradient_norm(x, 1.0, across_replicas="yes")
 
 
 @autodiff

@@ -89,6 +89,11 @@ class Autodiff(Backend, Protocol):
     def ones_like(self, x: Any) -> Any:
         """Ones of x's shape and dtype."""
 
+    def one_device_sum_of_squares(self, local: Any) -> Any:
+        """From this replica's sum of squares of a gradient, the sum of squares of the gradient
+        one device would have on the whole batch, under the data-parallel engine running now
+        (for `clip_gradient_norm(..., across_replicas=True)`); `local` where none runs."""
+
     def recomputation_inputs(self, leaves: list) -> list:
         """The leaves a recomputation in the backward (`customgrad.remat`) starts from: the
         same values, kept from being merged with the forward they repeat or from being

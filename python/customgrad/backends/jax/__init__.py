@@ -20,7 +20,8 @@ Behind it, one module per concern:
   `recomputation_inputs`, `float64_scope`).
 """
 
-from .arrays import (being_differentiated, cast_like, convert, is_float, is_tensor, ones_like,
+from .arrays import (being_differentiated, cast_like, convert, is_float, is_tensor,
+                     one_device_sum_of_squares, ones_like,
                      sees_closures, spec, static_shape, tensor_value, zeros, zeros_like)
 from .forward_mode import call_forward_mode
 from .link import call

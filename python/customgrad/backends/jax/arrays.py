@@ -37,6 +37,13 @@ def ones_like(x):
     return jnp.ones_like(x)  # (the seed of customgrad.grad's VJP: its type is the loss's)
 
 
+def one_device_sum_of_squares(local):
+    """`local` itself: Keras's distributions on jax (DataParallel, ModelParallel, also across
+    processes) run one program over global arrays, so the sum is one device's already. (Inside
+    `jax.shard_map` an array is one shard; there, reduce with `jax.lax.psum` yourself.)"""
+    return local
+
+
 def sees_closures() -> bool:
     return True  # f's closure cells can be read while a call runs
 

@@ -13,6 +13,7 @@ is defined or imported here. Behind it, one module per concern:
 * `link.py`: `call`, the call wired into the tapes (eager) or tf.custom_gradient (graphs);
 * `grad_fn.py`: grad_fn's call from TensorFlow's autodiff;
 * `forward_mode.py`: JVPs (tf.autodiff.ForwardAccumulator) derived from grad_fn;
+* `replicas.py`: one device's gradient norm, from one replica of a tf.distribute strategy;
 * `vjp.py`: what customgrad's own transforms need (`vjp_flat`, remat's inputs, float64).
 
 >>> import tensorflow as tf
@@ -26,13 +27,14 @@ import tensorflow as tf
 
 from .composites import CompositeSpec, RaggedSpec, SparseSpec
 from .link import call, call_with_tf_variables
+from .replicas import one_device_sum_of_squares
 from .tensors import (being_differentiated, cast_like, convert, dense_spec, is_float, is_tensor,
                       ones_like, static_shape, tensor_value)
 from .vjp import float64_scope, recomputation_inputs, vjp_flat
 
 __all__ = ["HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN", "being_differentiated",
            "call", "call_with_tf_variables", "cast_like", "convert", "float64_scope", "is_float",
-           "is_tensor", "ones_like", "recomputation_inputs", "sees_closures", "spec",
+           "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs", "sees_closures", "spec",
            "static_shape", "tensor_value", "vjp_flat", "zeros"]
 
 # capabilities (see _contract.py)

@@ -17,6 +17,7 @@ nothing else. Behind it, one module per concern:
   autograd walk that finds them, and their names for messages) and the tensors grad_fn's
   closure holds (checked for changes in place before the backward).
 * `forward_mode`: dual tensors (torch.autograd.forward_ad) and the JVP derived from grad_fn.
+* `replicas`: one device's gradient norm, from one rank of DDP or FSDP.
 * `vjp`: `vjp_flat` and `recomputation_inputs`, for customgrad.vjp/jvp, the gradient checker
   and remat.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from .fast_path import call_positional
 from .link import call
+from .replicas import one_device_sum_of_squares
 from .tensors import (
     being_differentiated,
     cast_like,
@@ -49,6 +51,6 @@ FORWARD_MODE_OPT_IN = False
 __all__ = [
     "HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN",
     "being_differentiated", "call", "call_positional", "cast_like", "convert", "float64_scope",
-    "is_float", "is_tensor", "ones_like", "recomputation_inputs", "sees_closures", "spec",
+    "is_float", "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs", "sees_closures", "spec",
     "static_shape", "tensor_value", "vjp_flat", "zeros",
 ]
