@@ -87,12 +87,14 @@ def not_callable(f) -> TypeError:
         f"{_tree.describe(f)}.")
 
 
-def hidden_input(f, keyword: str | None = None,
-                 closed_over: str | None = None) -> CustomGradientError:
-    """A tensor being differentiated reaches f by `keyword`, or as the `closed_over` name (or,
-    with neither, some way customgrad cannot name: through an object f reads)."""
+def hidden_input(f, keyword: str | None = None, closed_over: str | None = None,
+                 through: str | None = None) -> CustomGradientError:
+    """A tensor being differentiated reaches f by `keyword`, as the `closed_over` name, or as
+    the attribute `through` (`holder.w`) of an object f reaches (or, with none of them, some way
+    customgrad cannot name)."""
     found = (f"the tensor passed by keyword `{keyword}`" if keyword is not None
              else f"the tensor `{closed_over}` it closes over" if closed_over is not None
+             else f"the tensor `{through}`, read through an object" if through is not None
              else "a tensor it did not receive as an argument (read through an object)")
     return CustomGradientError(
         f"{_CG}: `{fn_name(f)}` uses {found}, which is being differentiated; a custom gradient "

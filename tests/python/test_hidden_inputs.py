@@ -5,6 +5,7 @@ pass them positionally, wherever the backend lets customgrad see it."""
 import re
 
 import keras
+import numpy as np
 import pytest
 from helpers import BACKEND, npy, t
 from keras import ops
@@ -137,11 +138,11 @@ def test_tensorflow_tape_outside_tf_function_cannot_be_seen_inside(hidden):
 @pytest.mark.parametrize("input_watched", [False, True])
 def test_tensorflow_tensor_computed_from_a_variable_read_through_an_object_is_an_error(
         input_watched):
-    """A tensor computed from a variable before f ran, read through an object f closes over
-    (where the closure check cannot see it): its gradient was dropped silently (None); it is a
-    CustomGradientError, as on torch an unfindable one is and on jax custom_vjp refuses it."""
-    import types
-
+    """A tensor computed from a variable before f ran, read through a container f closes over
+    (where neither the closure check nor the walk of objects' attributes finds it, so it has no
+    name): its gradient was dropped silently (None); where f ran on unwatched inputs and read
+    no variable it is a CustomGradientError, as on torch an unfindable one is and on jax
+    custom_vjp refuses it."""
     import tensorflow as tf
 
     v = tf.Variable([2.0, 3.0])
@@ -149,13 +150,85 @@ def test_tensorflow_tensor_computed_from_a_variable_read_through_an_object_is_an
     with tf.GradientTape() as tape:
         if input_watched:
             tape.watch(x)
-        holder = types.SimpleNamespace(w=v * 1.0)
+        holder = [v * 1.0]
 
         @customgrad.custom_gradient
         def f(x):
-            return x * holder.w, lambda dy: dy * 10.0
+            return x * holder[0], lambda dy: dy * 10.0
 
         with pytest.raises(CustomGradientError, match=re.escape(
                 "uses a tensor it did not receive as an argument (read through an object), "
                 "which is being differentiated")):
             f(x)
+
+
+@pytest.mark.backends("tensorflow")
+@pytest.mark.parametrize("mode", ["eager", "tf.function"])
+@pytest.mark.parametrize("tapes", ["one tape, f reads a variable", "a persistent tape",
+                                   "nested tapes"])
+def test_tensorflow_watched_tensor_read_through_an_object_is_named(tapes, mode):
+    """A tensor computed from a variable before f ran, read as an attribute of an object f
+    reaches (here a Keras layer's, through `self`): named in a CustomGradientError under every
+    arrangement of tapes, eager and in a tf.function with the tape inside it. It was silent
+    (its gradient None) where f also read a variable, under nested or persistent tapes, and in
+    tf.function."""
+    import tensorflow as tf
+
+    class Scaled(keras.layers.Layer):
+        def build(self, shape):
+            self.kernel = self.add_weight(shape=shape[1:], initializer="ones")
+            self.bias = self.add_weight(shape=shape[1:], initializer="zeros")
+
+        def call(self, x):
+            self.effective = self.kernel * 2.0  # computed from a variable before f runs
+
+            @customgrad.custom_gradient
+            def f(x):
+                def grad(dy, variables=None):
+                    return dy * self.effective, [dy * 0.0]
+
+                return x * self.effective + self.bias, grad
+
+            return f(x)
+
+    layer = Scaled()
+    x = t([[1.0, 2.0]])
+    layer.build(x.shape)
+
+    def gradients(x):
+        with tf.GradientTape(persistent=tapes == "a persistent tape") as outer:
+            outer.watch(x)
+            if tapes == "nested tapes":
+                with tf.GradientTape() as inner:
+                    inner.watch(x)
+                    y = layer(x)
+            else:
+                y = layer(x)
+        return outer.gradient(y, layer.kernel.value)
+
+    run = gradients if mode == "eager" else tf.function(gradients, autograph=False)
+    with pytest.raises(CustomGradientError, match=re.escape(
+            "uses the tensor `self.effective`, read through an object, which is being "
+            "differentiated")):
+        run(x)
+
+
+@pytest.mark.backends("tensorflow")
+def test_tensorflow_unwatched_or_unused_attributes_are_no_error():
+    """Attributes f reaches but does not use, or that no tape watches, are no hidden input."""
+    import types
+
+    import tensorflow as tf
+
+    v = tf.Variable([2.0, 3.0])
+    x = t([1.0, 1.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        holder = types.SimpleNamespace(unused=v * 1.0, constant=tf.constant([4.0, 5.0]))
+
+        @customgrad.custom_gradient
+        def f(x):
+            return x * holder.constant, lambda dy: dy * 10.0
+
+        y = f(x)
+    np.testing.assert_array_equal(npy(tape.gradient(y, x)), [10.0, 10.0])

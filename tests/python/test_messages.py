@@ -118,6 +118,16 @@ def test_hidden_input_closed_over():
     ))
 
 
+def test_hidden_input_through_an_object():
+    error = msg.hidden_input(f, through='self.w')
+    _pin(error, CustomGradientError, (
+        'customgrad.custom_gradient: `f` uses the tensor `self.w`, read through an object, which '
+        'is being differentiated; a custom gradient defines gradients for the positional '
+        'arguments only (grad_fn returns one per positional argument), so this one would be '
+        'lost. Pass it as a positional argument and return its gradient from grad_fn.'
+    ))
+
+
 def test_grad_fn_of():
     _pin(msg.grad_fn_of(f, grad), str, 'grad_fn `grad` of `f`')
 

@@ -2,7 +2,8 @@
 
 The core (`_core.py`, `_call.py`, `_autodiff.py`, `_checker.py`, `_forward.py`) talks to a
 backend only through these names, and a backend imports from the core only its leaf modules
-(`_call`, `_returns`, `_convention`, `_messages`, `_spec`, `_variables`, `_forward`, `_tree`),
+(`_call`, `_returns`, `_convention`, `_messages`, `_spec`, `_variables`, `_forward`, `_tree`,
+`_closure`),
 never the entry point `_core`. Three capability constants say what a backend can do, instead of probing
 for attributes:
 

@@ -19,6 +19,7 @@ from .composites import (component, has_composite, refuse_other_composite_args,
                          refuse_other_composite_outputs, upstream_leaves, with_component)
 from .forward_mode import call_graph_forward_mode, check_linear, has_tangents
 from .grad_fn import gradients, record_on_tapes, tf_grad_fn
+from .hidden_inputs import probe, refuse_used, watched_reachable
 from .tensors import being_differentiated
 from .variables import loss_error, variables_read
 
@@ -62,8 +63,10 @@ def _call(arguments, tf_variables):
             tensors = _unwatched(tensors)
         if composite_inputs:
             tensors = [with_component(v, t) for v, t in zip(values, tensors)]
-        with record.VariableWatcher() as watcher, recording() as rec:
+        hidden = watched_reachable(arguments.f, tape_inputs)
+        with probe(hidden) as tape, record.VariableWatcher() as watcher, recording() as rec:
             output, out_leaves, backward = arguments.forward(tensors)
+        refuse_used(arguments.f, tape, hidden, out_leaves)
         refuse_other_composite_outputs(arguments.f, output, out_leaves)
         if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
             raise loss_error(arguments.f)
@@ -141,8 +144,10 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
     values = arguments.tensor_values
     if first_order_only:
         values = [with_component(v, t) for v, t in zip(values, _unwatched(tape_inputs))]
-    with record.VariableWatcher() as watcher, recording() as rec:
+    hidden = watched_reachable(f, tape_inputs)
+    with probe(hidden) as tape, record.VariableWatcher() as watcher, recording() as rec:
         output, out_leaves, backward = arguments.forward(values)
+    refuse_used(f, tape, hidden, out_leaves)
     refuse_other_composite_outputs(f, output, out_leaves)
     if rec.losses_added and first_order_only:
         raise loss_error(f)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ... import _messages as msg
+from ..._closure import objects_of
 
 next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next autograd node
 _AccumulateGrad = torch._C._functions.AccumulateGrad
@@ -96,7 +97,7 @@ def _computed_before(nodes, inputs, f) -> dict:
     if not nodes:
         return {}
     by_node = {}
-    for _, obj in _objects_of(f):
+    for _, obj in objects_of(f):
         for t in _tensors_in(obj):
             if t.grad_fn is not None:
                 by_node.setdefault(t.grad_fn, t)
@@ -104,27 +105,6 @@ def _computed_before(nodes, inputs, f) -> dict:
     if missing:
         raise msg.torch_hidden_computed(f, missing)
     return {n: by_node[n] for n in nodes}
-
-
-def _objects_of(*fns) -> list:
-    """(name, object) for what the functions close over, the globals they name, and the object
-    a bound method belongs to (`self`)."""
-    objects = []
-    for fn in fns:
-        owner = getattr(fn, "__self__", None)
-        if owner is not None:
-            objects.append(("self", owner))
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            continue
-        for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-            try:
-                objects.append((name, cell.cell_contents))
-            except ValueError:  # an empty cell
-                pass
-        scope = getattr(fn, "__globals__", {})
-        objects.extend((name, scope[name]) for name in code.co_names if name in scope)
-    return objects
 
 
 def _tensors_in(obj):
@@ -160,7 +140,7 @@ def _parameter_names(*fns) -> dict:
     close over or name as globals (directly, or as an attribute of an object such as a Keras
     layer: `self.dense.weight`); for messages."""
     names = {}
-    for label, obj in _objects_of(*fns):
+    for label, obj in objects_of(*fns):
         if isinstance(obj, torch.nn.Module):
             modules = [(label, obj)]
         else:
