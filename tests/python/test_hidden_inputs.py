@@ -232,3 +232,28 @@ def test_tensorflow_unwatched_or_unused_attributes_are_no_error():
 
         y = f(x)
     np.testing.assert_array_equal(npy(tape.gradient(y, x)), [10.0, 10.0])
+
+
+@pytest.mark.backends("jax")
+def test_jax_tensor_read_through_an_object_is_never_dropped():
+    """The documented jax behaviour for a traced array f reads through an object: eager jax.grad
+    differentiates f's own operations for it (autodiff's gradient, 2x here, not grad_fn's and
+    not zero); under jax.jit jax refuses it (its UnexpectedTracerError)."""
+    import types
+
+    import jax
+    import jax.numpy as jnp
+
+    def loss(w, x):
+        holder = types.SimpleNamespace(w=w * 2.0)
+
+        @customgrad.custom_gradient
+        def f(x):
+            return x * holder.w, lambda dy: dy * 10.0
+
+        return jnp.sum(f(x))
+
+    x = jnp.array([1.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(jax.grad(loss)(jnp.ones(2), x)), [2.0, 6.0])
+    with pytest.raises(jax.errors.UnexpectedTracerError):
+        jax.jit(jax.grad(loss))(jnp.ones(2), x)
