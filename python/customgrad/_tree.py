@@ -74,10 +74,9 @@ def unflatten(structure: Any, leaves: list) -> Any:
             and all_leaves(structure):
         return type(structure)(leaves)  # the common flat case
     if _is_plain(structure):
-        rest = iter(leaves)
-        rebuilt = _plain_rebuild(structure, rest)
-        if next(rest, rest) is not rest:
-            raise ValueError(f"unflatten: {len(leaves)} leaves for a structure with fewer")
+        rebuilt, used = _plain_rebuild(structure, leaves)
+        if used != len(leaves):
+            raise ValueError(f"unflatten: {len(leaves)} leaves for a structure of {used}")
         return rebuilt
     return optree.tree_unflatten(_flatten(structure)[1], leaves)
 
@@ -112,16 +111,21 @@ def _plain_leaves(x: Any, leaves: list) -> None:
         _plain_leaves(child, leaves)
 
 
-def _plain_rebuild(structure: Any, leaves) -> Any:
+def _plain_rebuild(structure: Any, leaves: list, start: int = 0) -> tuple[Any, int]:
+    """(`structure` rebuilt from `leaves[start:]`, the position after the leaves it took)."""
     if not isinstance(structure, _CONTAINERS):
-        leaf = next(leaves, leaves)
-        if leaf is leaves:
-            raise ValueError("unflatten: too few leaves for the structure")
-        return leaf
+        if start >= len(leaves):
+            raise ValueError(f"unflatten: {len(leaves)} leaves for a structure of more")
+        return leaves[start], start + 1
+    keys, children = _plain_children(structure)
+    rebuilt = []
+    for child in children:
+        value, start = _plain_rebuild(child, leaves, start)
+        rebuilt.append(value)
     if type(structure) is dict:
-        rebuilt = {key: _plain_rebuild(structure[key], leaves) for key in sorted(structure)}
-        return {key: rebuilt[key] for key in structure}  # the caller's key order
-    return type(structure)(_plain_rebuild(child, leaves) for child in structure)
+        by_key = dict(zip(keys, rebuilt))
+        return {key: by_key[key] for key in structure}, start  # the caller's key order
+    return type(structure)(rebuilt), start
 
 
 def _flatten(x: Any, with_paths: bool = False) -> tuple:
