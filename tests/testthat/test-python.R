@@ -8,12 +8,16 @@ test_that("loading customgrad neither starts Python nor sets RETICULATE_PYTHON",
     "cat('started:', reticulate::py_available(initialize = FALSE), '\\n')",
     "cat('set:', nzchar(Sys.getenv('RETICULATE_PYTHON')), '\\n')",
     "req <- reticulate::py_require()$packages",
-    "cat('declared:', any(grepl('customgrad @ file://', req, fixed = TRUE)), '\\n')"
+    "cat('declared:', any(grepl('customgrad @ file://', req, fixed = TRUE)), '\\n')",
+    "hooks <- getHook('reticulate.onPyInit')",
+    "cat('on init:', any(vapply(hooks, identical, NA, customgrad:::run_pending_load_hooks)), '\\n')"
   ))
   text <- paste(out, collapse = "\n")
   expect_match(text, "started: FALSE", fixed = TRUE)
   expect_match(text, "set: FALSE", fixed = TRUE)
   expect_match(text, "declared: TRUE", fixed = TRUE)
+  # for a Python that starts before R (rpy2): the hooks reticulate left pending run when it attaches
+  expect_match(text, "on init: TRUE", fixed = TRUE)
 })
 
 test_that("config_backend() (keras3's) names the backend chosen by KERAS_BACKEND", {
@@ -79,4 +83,24 @@ test_that("a running Python that lacks a package customgrad imports is named wit
   # reticulate's own error is kept as the parent
   expect_match(conditionMessage(err$parent), "No module named 'customgrad_absent_module'",
                fixed = TRUE)
+})
+
+test_that("load hooks pending for a module Python already imported run once, then are dropped", {
+  skip_without_python()
+  # as when Python started before R (rpy2): a hook for a module imported before reticulate attached
+  name <- "reticulate::sys::load"
+  ran <- 0L
+  setHook(name, function() ran <<- ran + 1L)
+  on.exit(setHook(name, NULL, "replace"), add = TRUE)
+  customgrad:::run_pending_load_hooks()
+  expect_identical(ran, 1L)
+  expect_length(getHook(name), 0)
+  customgrad:::run_pending_load_hooks()
+  expect_identical(ran, 1L)
+  # a failing hook is reported, as reticulate reports one, and the others still run
+  setHook(name, function() stop("broken hook"))
+  setHook(name, function() ran <<- ran + 1L)
+  expect_warning(customgrad:::run_pending_load_hooks(), '"sys"',
+                 class = "customgrad_warning_load_hook")
+  expect_identical(ran, 2L)
 })
