@@ -30,8 +30,8 @@ file.copy(system.file("BS3", "assets", "bootstrap-toc.js", package = "pkgdown", 
           file.path(offline, "bootstrap-toc.js"), overwrite = TRUE)
 # the search index as a script: a page read from disk cannot fetch() search.json
 index <- readLines(file.path("site", "r", "search.json"), warn = FALSE, encoding = "UTF-8")
-writeLines(c("window.customgradSearchIndex = ", index, ";"), file.path(offline, "search-index.js"),
-           useBytes = TRUE)
+writeLines(paste0("window.customgradSearchIndex = ", paste(index, collapse = "\n"), ";"),
+           file.path(offline, "search-index.js"), useBytes = TRUE)
 
 pages <- list.files("site/r", pattern = "[.]html$", recursive = TRUE, full.names = TRUE)
 failed <- Filter(function(p) any(grepl('class="r-err', readLines(p, warn = FALSE), fixed = TRUE)),
