@@ -5,7 +5,9 @@ r_fn_to_py <- function(f, arg = caller_arg(f), call = caller_env()) {
     cg_abort(c("{.arg {arg}} must be a function.", x = "Received {obj_type_friendly(f)}."),
              "type", call = call)
   }
-  if (inherits(f, "customgrad_function")) return(attr(f, "python_function")())
+  if (inherits(f, "customgrad_function")) {
+    return(with_py_errors(attr(f, "python_function")(), call))
+  }
   wrap_r_function(f)
 }
 
@@ -136,7 +138,7 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
   if (!order %in% c(1, 2)) {
     cg_abort(c("{.arg order} must be 1 or 2.", x = "Received {order}."), "argument")
   }
-  cg <- py_mod("customgrad")
+  cg <- with_py_errors(py_mod("customgrad"), current_env())
   if (!reticulate::py_has_attr(cg, "check_gradients")) {
     cg_abort(c("The Python package customgrad must provide {.code check_gradients}.",
                x = "The installed one does not; it is older than this R package.",

@@ -17,7 +17,8 @@
 #' function(..., upstream = NULL) { upstream <- upstream %||% ..1; ... }
 #' ```
 #'
-#' all work. A grad function the rule cannot call is an error of class
+#' all work (customgrad re-exports rlang's `%||%`, which base R has only from 4.4). A grad
+#' function the rule cannot call is an error of class
 #' `customgrad_error_grad_fn_arity` that names it and says what it would be called with.
 #'
 #' This function masks keras3's `op_custom_gradient()` on purpose (the only name customgrad
@@ -42,11 +43,33 @@
 #'   (ignored by the other backends, where forward mode always works).
 #' @return A function with the arguments of `f` that returns `output`.
 #' @examplesIf customgrad:::python_available()
+#' # keras3's "backend-agnostic example" (keras3 1.5.1, ?keras3::op_custom_gradient), as it is;
+#' # its `%||%` is rlang's, re-exported by customgrad (base R has one only from 4.4)
 #' log1pexp <- op_custom_gradient(\(x) {
-#'   e <- op_exp(x)
-#'   # keras3's torch spelling; on every backend here
-#'   tuple(op_log(1 + e), \(..., upstream) op_multiply(upstream, 1 - 1 / op_add(1, e)))
+#'
+#'     e <- op_exp(x)
+#'
+#'     grad <- function(..., upstream = NULL) {
+#'       upstream <- upstream %||% ..1
+#'       op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
+#'     }
+#'
+#'     tuple(op_log(1 + e), grad)
+#'
 #' })
+#'
+#' if(config_backend() == "tensorflow") {
+#'   tf <- tensorflow::tf
+#'   x <- op_convert_to_tensor(100.0)
+#'   with(tf$GradientTape() %as% tape, {
+#'     tape$watch(x)
+#'     y <- log1pexp(x)
+#'   })
+#'   dy_dx <- tape$gradient(y, x)
+#'   stopifnot(as.numeric(dy_dx) == 1)
+#' }
+#'
+#' # on every backend
 #' log1pexp(100)
 #' op_grad(log1pexp)(100)  # 1, where plain autodiff gives NaN
 #' @export

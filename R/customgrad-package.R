@@ -31,6 +31,11 @@
 #' [install_customgrad()] creates such an environment. The backend is the value of
 #' `KERAS_BACKEND` when Python starts (`"jax"`, `"tensorflow"` or `"torch"`).
 #'
+#' R can also run inside a Python that started first (through rpy2): reticulate then attaches to
+#' that Python, and customgrad runs the module load hooks ([reticulate::py_register_load_hook()])
+#' that keras3 registered for modules Python had already imported, which reticulate would otherwise
+#' never run (keras3 registers `as.array()` of torch tensors in one).
+#'
 #' @section Errors:
 #' Errors are conditions of class `customgrad_error` and of a class `customgrad_error_<what>`;
 #' [customgrad_errors] lists them.

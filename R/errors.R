@@ -30,8 +30,10 @@
 #'     not a customgrad error. Field: `r_error` (the original condition, also the parent).}
 #'   \item{`customgrad_error_python`}{Python (keras or the backend) raised an error. Field:
 #'     `python_message` (the message in Python's terms).}
-#'   \item{`customgrad_error_python_missing`}{The session's Python cannot import customgrad; see
-#'     [install_customgrad()].}
+#'   \item{`customgrad_error_python_missing`}{No Python could start (none was found, or
+#'     `RETICULATE_PYTHON` names one that does not run), or the session's Python cannot import
+#'     keras or customgrad's Python package; the message says which and points to
+#'     [install_customgrad()]. The parent is reticulate's error.}
 #' }
 #'
 #' Errors raised under an older name (`customgrad_type_error`, `customgrad_axis_error`,
@@ -124,6 +126,11 @@ py_error <- function(e, call) {
       c("An R function called by {.fn {fn}} raised an error.", x = "{inner_msg}"),
       "callback", call = call, parent = NA, r_error = inner
     )
+  }
+  if (inherits(e, "customgrad_error_python_missing")) {
+    # raised where Python was first needed, deep inside: name the function the user called
+    e$call <- if (is.environment(call)) frame_call(call) else call
+    stop(e)
   }
   if (inherits(e, "customgrad_error")) stop(e)
   raw <- python_message(e)

@@ -35,8 +35,8 @@ NULL
 
 # Calls customgrad.ops.<name>; errors report `call`, the op_*() function the user called.
 customgrad_op <- function(name, x, ..., call = caller_env()) {
-  op <- py_mod("customgrad")$ops[[name]]
-  with_py_errors(py_invoke(op, c(list(to_py(x)), list(...))), call)
+  with_py_errors(py_invoke(py_mod("customgrad")$ops[[name]], c(list(to_py(x)), list(...))),
+                 call)
 }
 
 #' @rdname customgrad_ops

@@ -45,31 +45,58 @@ python_available <- function() {
   isTRUE(ok)
 }
 
-python_missing_error <- function(parent = NULL, call = caller_env()) {
-  python <- tryCatch(reticulate::py_config()$python, error = function(e) "none")
+# The error for a Python that cannot serve customgrad: none could start (reticulate found none,
+# or RETICULATE_PYTHON names one that does not run), or the one running cannot import `module`
+# (keras or customgrad's Python package). `parent` is reticulate's error. with_py_errors() reports
+# it in the name of the function the user called.
+python_missing_error <- function(parent = NULL, module = "customgrad", call = caller_env()) {
+  chosen <- Sys.getenv("RETICULATE_PYTHON")
+  problem <- if (!reticulate::py_available()) {
+    if (nzchar(chosen)) {
+      c(x = "No Python could start ({.envvar RETICULATE_PYTHON} is {.path {chosen}}).")
+    } else {
+      c(x = "No Python could start.")
+    }
+  } else {
+    python <- reticulate::py_config()$python
+    c(x = "The Python in use ({.path {python}}) cannot import {.pkg {module}}.")
+  }
   cg_abort(
-    c("customgrad needs its Python package in the session's Python.",
-      x = "The Python in use ({.path {python}}) cannot import {.pkg customgrad}.",
-      i = "Leave {.envvar RETICULATE_PYTHON} unset so that {.fn reticulate::py_require} provides it (as keras3 does), or run {.run customgrad::install_customgrad()} and use that environment."),
+    c("customgrad needs a Python that starts and imports keras and customgrad's Python package.",
+      problem,
+      i = "Run {.run customgrad::install_customgrad()} to create an environment with them; select it in a new R session before Python starts, with {.code reticulate::use_virtualenv(\"r-customgrad\")} or {.envvar RETICULATE_PYTHON}.",
+      i = "Or leave {.envvar RETICULATE_PYTHON} unset, so that {.fn reticulate::py_require} provides them (as keras3 does)."),
     "python_missing", call = call, parent = parent
   )
 }
 
+import_module <- function(name) {
+  switch(name,
+    bridge = reticulate::import_from_path(
+      "customgrad_bridge", system.file("python", package = "customgrad", mustWork = TRUE)
+    ),
+    builtins = reticulate::import_builtins(),
+    reticulate::import(name)
+  )
+}
+
 # Lazily imported Python modules (convert = TRUE: tuples become R lists, tensors stay objects).
+# The first import starts Python: if none can start, or the package is not in it, the error says
+# so and how to get one (python_missing_error()); any other import error is raised as it is.
 py_mod <- function(name) {
   mod <- .cg[[name]]
   if (is.null(mod)) {
-    mod <- switch(name,
-      customgrad = tryCatch(reticulate::import("customgrad"), error = function(e) {
-        if (reticulate::py_module_available("customgrad")) stop(e)
-        python_missing_error(e)
-      }),
-      bridge = reticulate::import_from_path(
-        "customgrad_bridge", system.file("python", package = "customgrad", mustWork = TRUE)
-      ),
-      builtins = reticulate::import_builtins(),
-      reticulate::import(name)
-    )
+    call <- caller_env()
+    mod <- tryCatch(import_module(name), error = function(e) {
+      if (!reticulate::py_available()) python_missing_error(e, call = call)
+      # the packages the module needs, in the order it imports them
+      needs <- switch(name, builtins = character(), keras = "keras", customgrad = ,
+                      bridge = c("keras", "customgrad"), name)
+      for (package in needs) {
+        if (!reticulate::py_module_available(package)) python_missing_error(e, package, call = call)
+      }
+      stop(e)
+    })
     assign(name, mod, envir = .cg)
   }
   mod

@@ -3,13 +3,18 @@
 # calls answer in JSON; each case takes the inputs the Python half uses too (run_case()).
 
 # keras3 defers some tensor methods, as.array() of a torch tensor among them, to reticulate load
-# hooks that run when Python imports keras, jax, tensorflow or torch. In a Python that imported
-# them before R started, those imports are past and the hooks never run: run the hooks of the
-# modules already imported, as py_register_load_hook() does when reticulate started Python.
-run_missed_load_hooks <- function() {
-  for (module in names(reticulate::import("sys")$modules)) {
-    for (hook in getHook(paste("reticulate", module, "load", sep = "::"))) hook()
-  }
+# hooks that run when Python imports keras, jax, tensorflow or torch; here Python imported them
+# before R started, and customgrad runs the hooks reticulate left pending when it attaches. What
+# R sees of that: the modules imported with a load hook still pending (none), and a tensor of the
+# backend, made in R, as an R array.
+load_hooks_seen_from_r <- function() {
+  x <- op_convert_to_tensor(array(c(1.5, -2, 3), dim = c(3, 1)), dtype = "float32")
+  modules <- reticulate::py_eval("list(__import__('sys').modules)")
+  pending <- Filter(function(m) length(getHook(paste("reticulate", m, "load", sep = "::"))),
+                    modules)
+  jsonlite::toJSON(list(pending = I(pending), tensor_class = class(x)[[1]],
+                        as_array = as.array(x), dim = dim(as.array(x))),
+                   auto_unbox = TRUE, digits = NA)
 }
 
 # The Python R's reticulate runs on: its process id, a token the worker set in its sys module,

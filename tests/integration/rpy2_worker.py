@@ -125,7 +125,6 @@ def start_r():
     ro.r('setHook(packageEvent("reticulate", "onLoad"), NULL, "replace")')
     ro.r("suppressPackageStartupMessages(library(customgrad))")
     ro.r.source(str(Path(__file__).with_suffix(".R")))
-    ro.r("run_missed_load_hooks()")
     return lambda function, *args: json.loads(ro.r[function](*args)[0])
 
 
@@ -143,6 +142,7 @@ def run_checks() -> dict:
             report["errors"][name] = traceback.format_exc()
 
     attempt("r_python", lambda: call_r("python_seen_from_r"))
+    attempt("r_load_hooks", lambda: call_r("load_hooks_seen_from_r"))
     attempt("upstream_rule_python", python_upstream_rule)
     test_file = ROOT / "tests" / "testthat" / "test-upstream-rule.R"
     attempt("upstream_rule_r", lambda: call_r("upstream_rule", str(test_file)))

@@ -4,9 +4,12 @@ example or article that fails fails this test, and so `make test`."""
 
 import os
 import ast
+import re
 import subprocess
 import time
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "site"
@@ -18,6 +21,92 @@ def public_names() -> list:
     (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
                 and any(getattr(t, "id", None) == "__all__" for t in node.targets)]
     return ast.literal_eval(value)
+
+
+class _References(HTMLParser):
+    """The addresses a page loads: src= of any element, href= of <link> (stylesheets, icons,
+    preloads), with the tag they sit on."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("src"):
+            self.found.append((tag, attrs["src"]))
+        if tag == "link" and attrs.get("href"):
+            self.found.append((tag, attrs["href"]))
+
+
+def _not_local(address: str) -> str:
+    """Why `address` is not a file of the site itself ('' when it is)."""
+    parts = urlsplit(address)
+    if parts.scheme in ("http", "https") or address.startswith("//"):
+        return "a network address"
+    if parts.scheme == "file":
+        return "a file of the build machine"
+    if parts.scheme == "data":
+        return ""
+    if parts.scheme:
+        return f"a {parts.scheme}: address"
+    if address.startswith("/"):
+        return "an absolute path"
+    return ""
+
+
+def offline_problems(site: Path) -> list:
+    """Every script, stylesheet, icon and font a page of `site` loads, and every url() or
+    @import of its stylesheets, must be a file of the site, by a relative address, that exists."""
+    problems = []
+    pages = sorted(site.rglob("*.html"))
+    assert pages, f"no pages under {site}"
+    for page in pages:
+        parser = _References()
+        parser.feed(page.read_text(errors="replace"))
+        for tag, address in parser.found:
+            why = _not_local(address)
+            if why:
+                problems.append(f"{page.relative_to(site)}: <{tag}> loads {why}: {address}")
+            elif not address.startswith("data:"):
+                target = (page.parent / unquote(urlsplit(address).path)).resolve()
+                if not target.is_file():
+                    problems.append(f"{page.relative_to(site)}: <{tag}> loads {address}, "
+                                    "which is not in the site")
+    for sheet in sorted(site.rglob("*.css")):
+        text = sheet.read_text(errors="replace")
+        addresses = re.findall(r"url\(\s*['\"]?([^'\")]+)['\"]?\s*\)", text)
+        addresses += re.findall(r"@import\s+['\"]([^'\"]+)['\"]", text)
+        for address in addresses:
+            why = _not_local(address)
+            if why:
+                problems.append(f"{sheet.relative_to(site)}: url() of {why}: {address}")
+            elif not address.startswith(("data:", "#")):
+                target = (sheet.parent / unquote(urlsplit(address).path)).resolve()
+                if not target.is_file():
+                    problems.append(f"{sheet.relative_to(site)}: url({address}) is not in the site")
+    return problems
+
+
+def test_offline_check_finds_network_and_machine_addresses(tmp_path):
+    """The check below fails on what the R site once had (pkgdown's CDN scripts, Debian's MathJax
+    file, a stylesheet that is not there) and passes a page whose assets are all in the site."""
+    (tmp_path / "ok.css").write_text("@font-face { src: url(fonts/a.woff2); }")
+    (tmp_path / "fonts").mkdir()
+    (tmp_path / "fonts" / "a.woff2").write_bytes(b"")
+    (tmp_path / "ok.html").write_text('<link rel="stylesheet" href="ok.css"><img src="data:,x">')
+    assert offline_problems(tmp_path) == []
+    (tmp_path / "bad.html").write_text(
+        '<script src="https://cdnjs.cloudflare.com/ajax/libs/fuse.js/6.4.6/fuse.js"></script>'
+        '<script src="file:///usr/share/javascript/mathjax/MathJax.js"></script>'
+        '<link rel="stylesheet" href="/work/site/all.css"><link rel="stylesheet" href="gone.css">')
+    (tmp_path / "bad.css").write_text("@import 'https://fonts.googleapis.com/css?family=Lato';")
+    problems = offline_problems(tmp_path)
+    assert len(problems) == 5, problems
+    assert sum("a network address" in p for p in problems) == 2, problems
+    assert any("a file of the build machine" in p for p in problems), problems
+    assert any("an absolute path" in p for p in problems), problems
+    assert any("gone.css, which is not in the site" in p for p in problems), problems
 
 
 def test_both_sites_build_strict():
@@ -46,3 +135,16 @@ def test_both_sites_build_strict():
         assert group in reference, group
     for article in ["getting-started", "checking-gradients", "gradient-reversal"]:
         assert (r / "articles" / f"{article}.html").is_file(), article
+
+    # the R site works from disk: no script, stylesheet, icon or font from the network or from a
+    # path of the build machine, and the libraries pkgdown.js calls are there
+    problems = offline_problems(r)
+    assert not problems, "the R site needs more than its own files:\n" + "\n".join(problems[:40])
+    for page in [r / "index.html", r / "reference" / "op_custom_gradient.html"]:
+        text = page.read_text()
+        assert "file://" not in text, f"{page} names a file of the build machine"
+        for asset in ["offline/offline.js", "offline/bootstrap-toc.js", "offline/search-index.js",
+                      "offline/fontawesome/css/all.min.css", "pkgdown.js"]:
+            assert asset in text, f"{page} does not load {asset}"
+    index = (r / "offline" / "search-index.js").read_text()
+    assert index.startswith("window.customgradSearchIndex = [") and "op_custom_gradient" in index

@@ -97,6 +97,18 @@ def test_r_runs_on_the_same_python(report):
     assert r_python["backend"] == report["backend"]
 
 
+def test_keras3_load_hooks_ran_though_python_started_first(report):
+    """keras3 registers as.array() for torch tensors in a reticulate load hook of keras; with
+    Python started before R, customgrad runs it (and every other pending hook of a module already
+    imported) when reticulate attaches. Without that, as.array() of a torch tensor fails."""
+    hooks = _checked(report, "r_load_hooks")
+    assert hooks["pending"] == [], f"load hooks never run for {hooks['pending']}"
+    assert hooks["dim"] == [3, 1]
+    assert hooks["as_array"] == [[1.5], [-2.0], [3.0]], hooks
+    expected_class = {"jax": "jaxlib", "tensorflow": "tensorflow", "torch": "torch"}
+    assert hooks["tensor_class"].startswith(expected_class[report["backend"]]), hooks
+
+
 def test_upstream_rule_from_python(report):
     rows = _checked(report, "upstream_rule_python")
     assert len(rows) == len(RULE_CASES)

@@ -52,3 +52,24 @@ test_that("no page ends early: each keeps its Value and Examples sections", {
     expect_match(pages[[name]], "Value:", fixed = TRUE, label = name)
   }
 })
+
+test_that("op_custom_gradient's example, keras3's `upstream %||% ..1`, runs with only customgrad attached", {
+  skip_without_python()
+  # a fresh R process: this one has customgrad's namespace (which imports rlang's %||%) around
+  # the tests. example() runs the help page's code as a user would, after library(customgrad).
+  out <- run_r(c(
+    "suppressPackageStartupMessages(library(customgrad))",
+    "cat('rlang attached:', 'package:rlang' %in% search(), '\\n')",
+    "cat('base has %||%:', exists('%||%', envir = baseenv(), inherits = FALSE), '\\n')",
+    "cat('%||% from:', environmentName(environment(get('%||%'))), '\\n')",
+    "invisible(capture.output(example('op_custom_gradient', package = 'customgrad', ask = FALSE)))",
+    "cat('grad at 100:', as.numeric(as.array(op_grad(log1pexp)(100))), '\\n')"
+  ))
+  text <- paste(out, collapse = "\n")
+  expect_match(text, "rlang attached: FALSE", fixed = TRUE)
+  # rlang's function, found through customgrad's export (base R has its own only from 4.4)
+  expect_match(text, "%||% from: rlang", fixed = TRUE)
+  if (getRversion() < "4.4.0") expect_match(text, "base has %||%: FALSE", fixed = TRUE)
+  expect_match(text, "grad at 100: 1( |$)")
+  expect_no_match(text, "could not find function", fixed = TRUE)
+})
