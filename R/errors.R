@@ -16,7 +16,6 @@
 #'   \item{`customgrad_error_argnums`}{`argnums` of [op_grad()] and friends is not a set of
 #'     positive whole numbers.}
 #'   \item{`customgrad_error_axis`}{An `axis` that is not a valid (1-based) axis.}
-#'   \item{`customgrad_error_conversion`}{An R value that cannot become a tensor (or back).}
 #'   \item{`customgrad_error_custom_gradient`}{A function given to [op_custom_gradient()] broke
 #'     its contract: it did not return `tuple(output, grad)`, or its grad function returned
 #'     gradients of the wrong number, shape or kind (also raised by the Python core, whose
@@ -30,14 +29,13 @@
 #'     not a customgrad error. Field: `r_error` (the original condition, also the parent).}
 #'   \item{`customgrad_error_python`}{Python (keras or the backend) raised an error. Field:
 #'     `python_message` (the message in Python's terms).}
+#'   \item{`customgrad_error_install`}{[install_customgrad()] could not create the environment
+#'     or install into it, or this installation ships no Python package to install.}
 #'   \item{`customgrad_error_python_missing`}{No Python could start (none was found, or
 #'     `RETICULATE_PYTHON` names one that does not run), or the session's Python cannot import
 #'     keras or customgrad's Python package; the message says which and points to
 #'     [install_customgrad()]. The parent is reticulate's error.}
 #' }
-#'
-#' Errors raised under an older name (`customgrad_type_error`, `customgrad_axis_error`,
-#' `customgrad_conversion_error`) keep that name as a second class.
 #'
 #' @name customgrad_errors
 #' @examplesIf customgrad:::python_available()
@@ -53,27 +51,12 @@ NULL
 #' @importFrom rlang abort is_list is_missing is_na is_vector
 NULL
 
-# `class` is the <what> of customgrad_error_<what> ("type", "grad_fn_arity", ...); an older
-# full name such as "customgrad_type_error" is accepted and kept as a second class.
+# `class` is the <what> of customgrad_error_<what> ("type", "grad_fn_arity", ...).
 cg_abort <- function(message, class = NULL, ..., call = caller_env(),
                      .envir = parent.frame()) {
-  cli::cli_abort(message, class = c(error_classes(class), "customgrad_error"), ...,
-                 call = call, .envir = .envir)
-}
-
-error_classes <- function(what) {
-  out <- character()
-  for (w in what) {
-    if (startsWith(w, "customgrad_error_")) {
-      out <- c(out, w)
-    } else if (startsWith(w, "customgrad_")) {
-      short <- sub("_error$", "", sub("^customgrad_", "", w))
-      out <- c(out, paste0("customgrad_error_", short), w)
-    } else {
-      out <- c(out, paste0("customgrad_error_", w))
-    }
-  }
-  unique(out)
+  classes <- if (is.null(class)) NULL else paste0("customgrad_error_", class)
+  cli::cli_abort(message, class = c(classes, "customgrad_error"), ..., call = call,
+                 .envir = .envir)
 }
 
 # How messages describe a value: rlang's obj_type_friendly() (R/import-standalone-obj-type.R),
@@ -137,14 +120,10 @@ py_error <- function(e, call) {
   msg <- r_terms(raw)
   # the Python core's contract errors keep a specific class in R too; reticulate classes the
   # condition by the Python exception's type
-  specific <- if (inherits(e, "customgrad.CustomGradientError")) {
-    # the arity error is a CustomGradientError like every contract error: only its text tells
-    # it apart
-    if (grepl("cannot be called with the upstream gradients", raw, fixed = TRUE)) {
-      c("grad_fn_arity", "custom_gradient")
-    } else {
-      "custom_gradient"
-    }
+  specific <- if (inherits(e, "customgrad.GradFnArityError")) {
+    c("grad_fn_arity", "custom_gradient")
+  } else if (inherits(e, "customgrad.CustomGradientError")) {
+    "custom_gradient"
   }
   cg_abort(
     c("{.fn {fn}} failed in Python.", x = "{msg}"),

@@ -97,7 +97,9 @@ as_layer_number <- function(x, arg = caller_arg(x), call = caller_env()) {
 }
 
 # keras3's convention for layer constructors: no object -> the layer; a Sequential model -> the
-# model with the layer added; anything else -> the layer called on it.
+# model with the layer added; anything else -> the layer called on it. keras3's own
+# compose_layer() (unexported) implements it; this one follows it, building the layer from
+# customgrad's Python classes and translating Python errors.
 compose_layer <- function(object, class_name, args, call = caller_env()) {
   layer <- with_py_errors(py_invoke(py_mod("customgrad")$layers[[class_name]], args), call)
   if (missing(object) || is.null(object)) return(layer)

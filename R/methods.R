@@ -8,7 +8,8 @@
 # class -> the generics customgrad provides for it when nothing else does
 tensor_method_table <- list(
   "torch._C.TensorBase" = c("as.double", "as.integer", "as.logical", "dim", "Math", "Summary"),
-  "jaxlib._jax.ArrayImpl" = c("as.double", "as.integer", "as.logical", "dim", "Math", "Summary"),
+  # (keras3 registers as.double() and as.integer() for jax arrays itself)
+  "jaxlib._jax.ArrayImpl" = c("as.logical", "dim", "Math", "Summary"),
   "jax._src.core.Tracer" = c("Math", "Summary"),
   # the tensorflow R package has exp(), log(), sum(), ... but not tanh(), cumsum(), ...: its own
   # methods still come first, the group method only catches the rest

@@ -94,6 +94,8 @@ op_safe_logsumexp <- function(x, axis = NULL, keepdims = FALSE) {
 op_efficient_swish <- function(x) customgrad_op("swish", x)
 
 # 1-based R axes (negative ones count from the end) as keras3 takes them, 0-based for Python.
+# keras3's own as_axis() (unexported) does this conversion; this one follows it, with
+# customgrad's classed error for an invalid axis and a tuple for several axes.
 as_axis <- function(axis, arg = caller_arg(axis), call = caller_env()) {
   if (is.null(axis)) return(NULL)
   if (!is.numeric(axis) || anyNA(axis) || any(axis != round(axis)) || any(axis == 0)) {

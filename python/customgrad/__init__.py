@@ -9,14 +9,14 @@
     ...     return keras.ops.log(1.0 + e), grad
 """
 
-from ._messages import CustomGradientError
+from ._messages import CustomGradientError, GradFnArityError
 from ._autodiff import grad, hvp, jvp, value_and_grad, vjp
 from ._checker import Check, GradientCheckError, GradientCheckReport, check_gradients
 from ._core import custom_gradient
 from ._patch_keras import patch_keras, unpatch_keras
 from ._remat import remat
 
-__all__ = ["custom_gradient", "CustomGradientError", "grad", "value_and_grad", "vjp", "jvp", "hvp",
+__all__ = ["custom_gradient", "CustomGradientError", "GradFnArityError", "grad", "value_and_grad", "vjp", "jvp", "hvp",
            "check_gradients", "GradientCheckError", "GradientCheckReport", "Check", "remat",
            "patch_keras", "unpatch_keras", "ops", "layers"]
 __version__ = "0.1.0"

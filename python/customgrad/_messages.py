@@ -31,7 +31,13 @@ class CustomGradientError(ValueError):
     __init__ = Exception.__init__
 
 
-CustomGradientError.__module__ = "customgrad"  # tracebacks say customgrad.CustomGradientError
+class GradFnArityError(CustomGradientError):
+    """grad_fn's parameters do not fit the upstream gradients (docs/convention.md, how upstream
+    gradients arrive), or it requires keywords customgrad does not pass."""
+
+
+# tracebacks say customgrad.CustomGradientError (and R's conditions get that class)
+CustomGradientError.__module__ = GradFnArityError.__module__ = "customgrad"
 
 
 def fn_name(fn, qualified: bool = True) -> str:
@@ -146,7 +152,7 @@ def loss_in_forward(f, why: str) -> CustomGradientError:
 # -- calling grad_fn ----------------------------------------------------------------------------
 
 def grad_fn_arity(grad_fn, f, output, n_upstream: int, required_keywords=(),
-                  needs_variables: bool = False) -> CustomGradientError:
+                  needs_variables: bool = False) -> GradFnArityError:
     """grad_fn cannot take the upstream gradients; or it requires keyword arguments customgrad
     does not pass (`required_keywords`), or `variables` where f read none (`needs_variables`)."""
     plural = "s" if n_upstream != 1 else ""
@@ -158,7 +164,7 @@ def grad_fn_arity(grad_fn, f, output, n_upstream: int, required_keywords=(),
                 f"that parameter a default (variables=None).")
     else:
         also = ""
-    return CustomGradientError(
+    return GradFnArityError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} has the signature {signature_text(grad_fn)}, so it "
         f"cannot be called with the upstream gradients of {_tree.describe(output)} ({n_upstream} "
         f"upstream gradient{plural}). grad_fn must take one positional parameter per output "

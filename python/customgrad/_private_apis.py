@@ -74,6 +74,15 @@ PRIVATE_APIS = [
     PrivateAPI("tensorflow", "tensorflow.python.framework.ops", "_EagerTensorBase._copy_nograd",
                "an eager tensor of the same buffer that no tape records: f runs on it, unseen by "
                "the tapes that watch the call, seen by a tape f opens"),
+    PrivateAPI("torch", "torch", "_C._FunctionBase.apply",
+               "the fast path applies its autograd.Function through the C base's apply "
+               "(`super(torch.autograd.Function, _Link).apply`), skipping Function.apply's "
+               "argument binding for setup_context and functorch unwrapping, neither of which "
+               "it uses"),
+    PrivateAPI("rpytools", "rpytools.call", "make_python_function",
+               "reticulate makes an R function a Python closure whose first cell holds the R "
+               "function; the R package's bridge (inst/python/customgrad_bridge.py, "
+               "r_function_of) reads it back to call an R grad function in one crossing"),
     PrivateAPI("torch", "torch", "_C._are_functorch_transforms_active",
                "torch.func transforms need the autograd.Function form with setup_context"),
     PrivateAPI("torch", "torch", "_C._autograd._get_current_graph_task_keep_graph",

@@ -62,7 +62,7 @@ def checked_gradients(backward, result, variables=(), variable_values=()):
         grads = plain_gradients(result, backward.input_specs, backward.backend)
         if grads is not None:
             return grads, []
-    B, specs, f, grad_fn = backward.backend, backward.input_specs, backward.f, backward.grad_fn
+    specs, f, grad_fn = backward.input_specs, backward.f, backward.grad_fn
     if variables:
         grad_xs, grad_vars = _split_variable_grads(result, f, grad_fn, variables)
     else:

@@ -89,3 +89,16 @@ def test_no_circle_between_the_core_and_the_backends():
         source = (package / per_call).read_text()
         assert not re.search(r"import_module|backends\.(?:" + "|".join(backends.NAMES) + r")\b",
                              source), per_call
+
+
+def test_the_contract_names_the_core_modules_the_backends_import():
+    """The contract's docstring lists the core's leaf modules a backend may import: exactly the
+    ones the backends import (a list that once named a module no backend imported)."""
+    package = ROOT / "python" / "customgrad"
+    source = "\n".join(p.read_text() for p in (package / "backends").rglob("*.py"))
+    imported = set(re.findall(r"^from \.\.\.(_\w+) import", source, flags=re.M))
+    imported |= {name for names in re.findall(r"^from \.\.\. import ([^\n#]+)", source, flags=re.M)
+                 for name in re.findall(r"\b(_\w+)\b", names)}
+    listed = re.search(r"leaf modules \(([^)]*)\)", " ".join(_contract.__doc__.split()))
+    assert listed, "the contract's docstring no longer lists the leaf modules"
+    assert set(re.findall(r"`(_\w+)`", listed.group(1))) == imported

@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from customgrad import _messages as msg, _tree
-from customgrad._messages import CustomGradientError
+from customgrad._messages import CustomGradientError, GradFnArityError
 from customgrad._spec import TensorSpec
 
 
@@ -178,7 +178,7 @@ def test_loss_in_forward():
 
 def test_grad_fn_arity():
     error = msg.grad_fn_arity(grad, f, (1.0, 2.0), 2)
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnArityError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` has the signature (dy), so it cannot '
         'be called with the upstream gradients of a tuple of length 2 (2 upstream gradients). '
         'grad_fn must take one positional parameter per output (2), or one for the whole '
@@ -188,7 +188,7 @@ def test_grad_fn_arity():
 
 def test_grad_fn_arity_required_keywords():
     error = msg.grad_fn_arity(grad, f, 1.0, 1, required_keywords=('scale',))
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnArityError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` has the signature (dy), so it cannot '
         'be called with the upstream gradients of a float (1 upstream gradient). grad_fn must '
         "take one positional parameter per output (1), or one for the whole output's upstream "
@@ -199,7 +199,7 @@ def test_grad_fn_arity_required_keywords():
 
 def test_grad_fn_arity_needs_variables():
     error = msg.grad_fn_arity(grad_variables, f, 1.0, 1, needs_variables=True)
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnArityError, (
         'customgrad.custom_gradient: grad_fn `grad_variables` of `f` has the signature (dy, *, '
         'variables), so it cannot be called with the upstream gradients of a float (1 upstream '
         'gradient). grad_fn must take one positional parameter per output (1), or one for the '
@@ -648,3 +648,12 @@ def test_tf_variables_off_tensorflow():
         "whose grad_fn can receive the tf.Variables f read, as tf.custom_gradient passes them; "
         "received the jax backend, which has no tf.Variables. Leave tf_variables out: "
         "variables= then holds the keras.Variables f read, on every backend."))
+
+
+def test_the_arity_error_is_a_custom_gradient_error_of_its_own_class():
+    """`except CustomGradientError` still catches it; R (and anyone) can tell it by its class,
+    not by its text; both classes read as customgrad's own."""
+    import customgrad
+
+    assert issubclass(customgrad.GradFnArityError, customgrad.CustomGradientError)
+    assert customgrad.GradFnArityError.__module__ == "customgrad"

@@ -9,7 +9,8 @@ from customgrad._private_apis import PRIVATE_APIS, installed, resolve, version
 @pytest.mark.parametrize("api", PRIVATE_APIS, ids=lambda a: f"{a.module}.{a.attribute}")
 def test_private_api_is_where_customgrad_expects_it(api):
     if not installed(api.framework):
-        pytest.skip(f"{api.framework} is not installed here (a one-backend install)")
+        pytest.skip(f"{api.framework} is not importable here (a one-backend install, or "
+                    "reticulate's rpytools outside an R session)")
     try:
         resolve(api)
     except (ImportError, AttributeError) as error:

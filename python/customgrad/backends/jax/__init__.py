@@ -3,7 +3,7 @@
 This module is the backend's face: the names the contract (`backends/_contract.py`) asks for.
 Behind it, one module per concern:
 
-* `arrays.py`: what the core asks of an array (its spec, zeros, conversions, whether it is
+* `tensors.py`: what the core asks of an array (its spec, zeros, conversions, whether it is
   being differentiated).
 * `scope.py`: Keras variables as inputs. Inside a stateless scope (model.fit, stateless_call)
   their values are tracers, so every traced float variable of the scope is passed to custom_vjp
@@ -20,9 +20,9 @@ Behind it, one module per concern:
   `recomputation_inputs`, `float64_scope`).
 """
 
-from .arrays import (being_differentiated, cast_like, convert, is_float, is_tensor,
+from .tensors import (being_differentiated, cast_like, convert, is_float, is_tensor,
                      one_device_sum_of_squares, ones_like,
-                     sees_closures, spec, static_shape, tensor_value, zeros, zeros_like)
+                     sees_closures, spec, static_shape, tensor_value, zeros)
 from .forward_mode import call_forward_mode
 from .link import call
 from .vjp import float64_scope, recomputation_inputs, vjp_flat

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import _forward
-from .arrays import is_float, zeros
+from .tensors import is_float, zeros
 from .traced import Traced, concrete
 
 

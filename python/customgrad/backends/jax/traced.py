@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from ... import _messages as msg, _tree
 from ..._variables import recording
-from .arrays import is_float, spec, zeros
+from .tensors import is_float, spec, zeros
 from .scope import collects_losses, scope_mapping, variables_bound
 
 

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .arrays import is_float, zeros_like
+from .tensors import is_float, zeros_like
 
 
 def recomputation_inputs(leaves):
