@@ -44,7 +44,7 @@ FAULTS = ("not_a_pair", "grad_fn_not_callable", "too_many", "required_keyword",
           "variable_count", "int_argnum", "keyword_differentiated")
 
 
-def program(seed: int, index: int, compile_rate: float = 0.04) -> dict:
+def program(seed: int, index: int, compile_rate: float = 0.02) -> dict:
     """The description of program `index` of run `seed` (a JSON-serialisable dict)."""
     rng = random.Random(f"{seed}:{index}")
     mode = _pick_mode(rng, compile_rate)
@@ -127,8 +127,11 @@ def _leaf(rng, base, tensor=False) -> dict:
 
 
 def _value(rng, shape):
+    # multiples of 1/1024: exact in float32, so a Python float is the same number in every
+    # dtype (Keras's torch backend rounds a Python float to float32 before it multiplies a
+    # float64 tensor by it)
     if not shape:
-        return round(rng.uniform(-1.5, 1.5), 6)
+        return rng.randint(-1536, 1536) / 1024
     return [_value(rng, shape[1:]) for _ in range(shape[0])]
 
 
@@ -180,7 +183,9 @@ def _fault(rng, p, mode):
     if rng.random() < 0.75:
         return None
     choices = ["not_a_pair", "grad_fn_not_callable", "too_many", "required_keyword",
-               "extra_gradients", "wrong_shape", "string_gradient"]
+               "extra_gradients"]
+    if p["args"]:
+        choices += ["wrong_shape", "string_gradient"]  # in the gradient of leaf 0
     if variable_read:
         choices.append("variable_count")
     if mode in ("grad", "value_and_grad"):
@@ -216,7 +221,7 @@ def loss_weights(shape, j: int):
     size = 1
     for n in shape:
         size *= n
-    flat = [round(1.0 + 0.5 * math.sin(k + 3 * j), 6) for k in range(size)]
+    flat = [round(1024 * (1.0 + 0.5 * math.sin(k + 3 * j))) / 1024 for k in range(size)]
     return _nest(flat, list(shape))
 
 
@@ -234,8 +239,9 @@ def float_leaves(p: dict) -> list:
 
 def none_leaf(p: dict):
     """The leaf whose gradient grad_fn returns as None with `returns="none_leaf"`: the last
-    floating-point one (its gradient is then zero)."""
-    return float_leaves(p)[-1]
+    floating-point one (its gradient is then zero); None if there is none."""
+    found = float_leaves(p)
+    return found[-1] if found else None
 
 
 def differentiated(p: dict) -> list:

@@ -47,10 +47,10 @@ def unbroadcast(g, shape):
 
 def offset(p) -> float:
     """What the integer leaves and the keyword arguments add to every z (constants)."""
-    total = sum(0.1 * float(np.sum(leaf["values"])) for leaf in p["leaves"]
+    total = sum(0.125 * float(np.sum(leaf["values"])) for leaf in p["leaves"]
                 if leaf["kind"] in ("pyint", "inttensor"))
     for kw in p["kwargs"].values():
-        total += kw["value"] if kw["kind"] == "pyfloat" else 0.1 * float(np.sum(kw["values"]))
+        total += kw["value"] if kw["kind"] == "pyfloat" else 0.125 * float(np.sum(kw["values"]))
     return total
 
 

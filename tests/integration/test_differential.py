@@ -1,0 +1,34 @@
+"""The differential test's short run (tests/differential/driver.py): a few hundred random
+custom-gradient programs on every installed backend, each in its own process, agree with the
+numpy float64 truth and with each other, but for the differences docs/backend-differences.md
+documents (and the driver's temporary list of known defects). `make fuzz` runs thousands."""
+
+import importlib.util
+import os
+import re
+import runpy
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+DRIVER = os.path.join(ROOT, "tests", "differential", "driver.py")
+AUTODIFF = runpy.run_path(os.path.join(ROOT, "python", "customgrad", "_backend_names.py"))[
+    "AUTODIFF"]
+COUNT = 300
+
+
+def test_random_programs_agree_on_every_backend():
+    installed = [b for b in AUTODIFF if importlib.util.find_spec(b) is not None]
+    for backend in sorted(set(AUTODIFF) - set(installed)):
+        print(f"differential: {backend} is not installed here, so it is not compared")
+    if not installed:
+        pytest.skip(f"none of {', '.join(AUTODIFF)} is installed here")
+    proc = subprocess.run([sys.executable, DRIVER, "--seed", "0", "--count", str(COUNT)],
+                          capture_output=True, text=True, timeout=900)
+    print(proc.stdout[-6000:])
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    runs = dict(re.findall(r"^(\w+): (\d+) run,", proc.stdout, flags=re.M))
+    assert runs == {b: str(COUNT) for b in installed}
+    assert "no undocumented difference" in proc.stdout
