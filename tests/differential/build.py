@@ -44,15 +44,16 @@ def leaf_object(leaf):
     return ops.convert_to_tensor(np.asarray(values, leaf["dtype"]))
 
 
-def assemble(node, values):
-    """The argument `node` describes, with leaf i taken from `values[i]`."""
-    if "leaf" in node:
-        return values[node["leaf"]]
+def assemble(node, values, leaf="leaf"):
+    """The argument `node` describes, with leaf i taken from `values[i]` (an output with
+    `leaf="out"`)."""
+    if leaf in node:
+        return values[node[leaf]]
     if "dict" in node:
-        return {k: assemble(child, values) for k, child in node["dict"].items()}
+        return {k: assemble(child, values, leaf) for k, child in node["dict"].items()}
     if "tuple" in node:
-        return tuple(assemble(child, values) for child in node["tuple"])
-    return [assemble(child, values) for child in node["list"]]
+        return tuple(assemble(child, values, leaf) for child in node["tuple"])
+    return [assemble(child, values, leaf) for child in node["list"]]
 
 
 def flatten(tree) -> list:
@@ -90,17 +91,6 @@ def unbroadcast(g, shape):
     return ops.sum(g, axis=axes, keepdims=True) if axes else g
 
 
-def output_structure(node, leaves):
-    """The output `node` describes, with output leaf j taken from `leaves[j]`."""
-    if "out" in node:
-        return leaves[node["out"]]
-    if "dict" in node:
-        return {k: output_structure(child, leaves) for k, child in node["dict"].items()}
-    if "tuple" in node:
-        return tuple(output_structure(child, leaves) for child in node["tuple"])
-    return [output_structure(child, leaves) for child in node["list"]]
-
-
 def n_upstreams(p) -> int:
     """How many upstreams the rule gives positionally: one per element of a tuple or list
     output, else one."""
@@ -123,12 +113,12 @@ def build(p):
             z = _z(p, out, leaves, kwargs, variable) if out["kind"] == "tensor" else None
             zs.append(z)
             outs.append(_output_leaf(out, z))
-        output = output_structure(p["output"], outs)
+        output = assemble(p["output"], outs, leaf="out")
         backward = _backward(p, leaves, zs)
         if p["fault"] == "not_a_pair":
             return output
         if p["fault"] == "grad_fn_not_callable":
-            return output, 3
+            return output, (None if p["index"] % 2 else 3)
         return output, grad_function(p["signature"], n_upstreams(p), backward)
 
     f.__name__ = f.__qualname__ = f"program_{p['seed']}_{p['index']}"

@@ -24,7 +24,7 @@ from keras import ops  # noqa: E402
 
 import customgrad  # noqa: E402
 from build import assemble, build, flatten, leaves_like  # noqa: E402
-from programs import argnums, differentiated, loss_weights, program  # noqa: E402
+from programs import arg_leaves, argnums, differentiated, loss_weights, program  # noqa: E402
 
 BACKEND = keras.backend.backend()
 # torch.compile's aot_eager backend traces with dynamo and AOTAutograd, where a custom
@@ -117,32 +117,30 @@ def by_leaf(prog, grads) -> list:
 # gradient or NOT_TAKEN)
 NOT_TAKEN = "not taken"
 
+
 def mode_grad(prog, with_value=False):
     nums = argnums(prog.p)
     fn = customgrad.value_and_grad if with_value else customgrad.grad
     result = fn(prog.loss, argnums=tuple(nums))(*prog.args)
-    loss, g = result if with_value else (None, result)  # a tuple of gradients: argnums is one
-    found = [None] * len(prog.p["leaves"])
-    for position, grad in zip(nums, g):
-        node = prog.p["args"][position]
-        for i, leaf_grad in zip(_leaf_ids(node), leaves_like(grad, node)):
-            found[i] = leaf_grad
-    return loss, found, NOT_TAKEN
-
-
-def _leaf_ids(node):
-    from programs import arg_leaves
-    return arg_leaves(node)
+    loss, grads = result if with_value else (None, result)  # a tuple: argnums is a tuple
+    return loss, per_leaf(prog, nums, grads), NOT_TAKEN
 
 
 def mode_vjp(prog):
     output, vjp_fn = customgrad.vjp(lambda *a: prog.f(*a, **prog.kwargs), *prog.args)
     grads = vjp_fn(cotangents(prog.p, output))
+    return None, per_leaf(prog, range(len(prog.args)), grads), NOT_TAKEN
+
+
+def per_leaf(prog, positions, grads) -> list:
+    """Per leaf of the program: its gradient among `grads`, one per argument at `positions`,
+    each in that argument's structure (None for leaves of other arguments)."""
     found = [None] * len(prog.p["leaves"])
-    for node, grad in zip(prog.p["args"], grads):
-        for i, leaf_grad in zip(_leaf_ids(node), leaves_like(grad, node)):
+    for position, grad in zip(positions, grads):
+        node = prog.p["args"][position]
+        for i, leaf_grad in zip(arg_leaves(node), leaves_like(grad, node)):
             found[i] = leaf_grad
-    return None, found, NOT_TAKEN
+    return found
 
 
 def native(prog, loss_fn, xs, create_graph=False):
