@@ -36,6 +36,8 @@ RETURNS = ("structure", "structure", "list", "flat", "none_leaf", "none_all")
 MODES = ("grad", "value_and_grad", "vjp", "native")
 COMPILED_MODES = ("compiled_api", "compiled_native", "native_of_compiled")
 SECOND_MODES = ("second", "second_native")
+# the share of programs compiled: torch.compile takes seconds a program
+COMPILE_RATE = 0.02
 # Modes that differentiate every floating-point leaf (customgrad's own API converts Python
 # floats and numpy values); the others differentiate the float tensors only.
 API_MODES = ("grad", "value_and_grad", "vjp", "second")
@@ -44,7 +46,7 @@ FAULTS = ("not_a_pair", "grad_fn_not_callable", "too_many", "required_keyword",
           "variable_count", "int_argnum", "keyword_differentiated")
 
 
-def program(seed: int, index: int, compile_rate: float = 0.02) -> dict:
+def program(seed: int, index: int, compile_rate: float = COMPILE_RATE) -> dict:
     """The description of program `index` of run `seed` (a JSON-serialisable dict)."""
     rng = random.Random(f"{seed}:{index}")
     mode = _pick_mode(rng, compile_rate)

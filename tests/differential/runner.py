@@ -24,7 +24,8 @@ from keras import ops  # noqa: E402
 
 import customgrad  # noqa: E402
 from build import assemble, build, flatten, leaves_like  # noqa: E402
-from programs import arg_leaves, argnums, differentiated, loss_weights, program  # noqa: E402
+from programs import (COMPILE_RATE, arg_leaves, argnums, differentiated,  # noqa: E402
+                      loss_weights, program)
 
 BACKEND = keras.backend.backend()
 # torch.compile's aot_eager backend traces with dynamo and AOTAutograd, where a custom
@@ -293,7 +294,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--stop", type=int, default=100)
-    parser.add_argument("--compile-rate", type=float, default=0.02)
+    parser.add_argument("--compile-rate", type=float, default=COMPILE_RATE)
     parser.add_argument("--out", help="the JSON lines file (default: stdout)")
     a = parser.parse_args(argv)
     stream = open(a.out, "w") if a.out else sys.stdout

@@ -10,6 +10,7 @@ import runpy
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -32,3 +33,35 @@ def test_random_programs_agree_on_every_backend():
     runs = dict(re.findall(r"^(\w+): (\d+) run,", proc.stdout, flags=re.M))
     assert runs == {b: str(COUNT) for b in installed}
     assert "no undocumented difference" in proc.stdout
+
+
+def _driver():
+    sys.path.insert(0, os.path.dirname(DRIVER))
+    import driver
+    return driver
+
+
+def test_the_driver_sees_a_wrong_gradient_a_wrong_error_and_an_unnamed_function():
+    driver = _driver()
+    right = next(p for p in map(lambda i: driver.program(0, i), range(100))
+                 if p["fault"] is None and p["mode"] == "grad")
+    want = driver.expected(right)
+    assert driver.compare(right, want, dict(want)) == []
+    wrong = dict(want, grads=[None if g is None else (np.asarray(g) * 1.01 + 0.01).tolist()
+                              for g in want["grads"]])
+    assert any("gradient of leaf" in d for d in driver.compare(right, want, wrong))
+    faulty = next(p for p in map(lambda i: driver.program(0, i), range(100))
+                  if p["fault"] == "string_gradient")
+    want = driver.expected(faulty)
+    assert driver.compare(faulty, want, {"error": "TypeError", "message": "bare"})
+    assert driver.compare(faulty, want, {"error": "CustomGradientError", "message": "`f`"})
+
+
+def test_the_allow_list_is_the_table_of_the_differences_page():
+    driver = _driver()
+    rows = driver.documented_rows()
+    assert rows["float64+op:sin"] == {"jax"}
+    p = next(p for p in map(lambda i: driver.program(0, i), range(300))
+             if {"float64", "op:sin"} <= driver.tags(p))
+    assert driver.allowed(rows, p, "jax") == "float64+op:sin"
+    assert driver.allowed(rows, p, "torch") is None
