@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from programs import COMPILE_RATE, program  # noqa: E402
-from truth import expected  # noqa: E402
+from truth import expected, output_dtype  # noqa: E402
 
 BACKENDS = runpy.run_path(os.path.join(ROOT, "python", "customgrad", "_backend_names.py"))[
     "AUTODIFF"]
@@ -62,7 +62,9 @@ def tags(p: dict) -> set:
     kinds = {leaf["kind"] for leaf in p["leaves"]}
     found |= {f"leaf:{k}" for k in kinds}
     found |= {f"output:{out['kind']}" for out in p["outputs"]}
-    found |= {f"op:{out['op']}" for out in p["outputs"] if out["kind"] == "tensor"}
+    for out in p["outputs"]:
+        if out["kind"] == "tensor":
+            found |= {f"op:{out['op']}", f"op:{out['op']}:{output_dtype(p, out)}"}
     if any(leaf["dtype"] == "float64" for leaf in p["leaves"]):
         found.add("float64")
     if p["variable"] is not None:
