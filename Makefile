@@ -2,7 +2,7 @@
 # `make docs` builds the Python site (site/python) and the R site (site/r) offline.
 PY := .venv/bin/python
 
-.PHONY: setup demo test bench docs matrix
+.PHONY: setup demo test bench docs matrix fuzz
 setup:
 	@bash scripts/setup.sh
 
@@ -23,3 +23,10 @@ bench: setup
 
 docs: setup
 	@bash scripts/build_docs.sh
+
+# the differential test's long run: thousands of random custom-gradient programs per backend
+# against a numpy float64 truth (tests/differential/); `make fuzz FUZZ_SEED=7 FUZZ_COUNT=500`
+FUZZ_SEED ?= 0
+FUZZ_COUNT ?= 3000
+fuzz: setup
+	@$(PY) tests/differential/driver.py --seed $(FUZZ_SEED) --count $(FUZZ_COUNT)
