@@ -13,7 +13,7 @@ import keras
 
 from . import _tree
 from . import _messages as msg
-from ._call import to_tensor
+from ._returns import to_tensor
 from ._core import backend_module
 
 

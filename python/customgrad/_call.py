@@ -21,12 +21,11 @@ helpers arrive as an argument.
 
 from __future__ import annotations
 
-import keras
 import numpy as np
 
 from . import _tree
 from ._convention import call_grad_fn
-from ._returns import checked_forward_result, checked_gradients
+from ._returns import checked_forward_result, checked_gradients, to_tensor
 
 
 class Arguments:
@@ -232,13 +231,6 @@ class PositionalBackward(Backward):
 
     def rebuild(self, output_leaves: list):
         return output_leaves[0] if self.container is None else self.container(output_leaves)
-
-
-def to_tensor(leaf):
-    """A Python number or numpy value as a backend tensor. A numpy scalar keeps its dtype on
-    every backend, as a numpy array does (Keras's torch backend reads an np.float64, a subclass
-    of Python's float, as floatx: float32 there, float64 on tensorflow)."""
-    return keras.ops.convert_to_tensor(np.asarray(leaf) if isinstance(leaf, np.generic) else leaf)
 
 
 def _converts_to_tensor(leaf) -> bool:

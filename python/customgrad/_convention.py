@@ -153,4 +153,13 @@ def call_grad_fn(grad_fn, f, output, upstream, variables: list, introspect: bool
         kwargs["variables"] = list(variables)
     elif sig.needs_variables:
         raise msg.grad_fn_arity(grad_fn, f, output, len(positional), needs_variables=True)
-    return grad_fn(*positional, **kwargs)
+    if introspect:
+        return grad_fn(*positional, **kwargs)
+    try:
+        return grad_fn(*positional, **kwargs)
+    except TypeError:
+        # While torch.compile traces, which parameters are required was not known (see
+        # inspect_grad_fn): a call that did not fit them is told apart from a TypeError inside
+        # grad_fn by reading the whole signature now, on this failing path.
+        upstream_arguments(grad_fn, f, output, upstream, introspect=True)  # raises if unfit
+        raise

@@ -16,6 +16,7 @@ them; the backend's helpers arrive as an argument.
 from __future__ import annotations
 
 import keras
+import numpy as np
 
 from . import _messages as msg, _tree
 from ._backend_names import AUTODIFF
@@ -44,12 +45,28 @@ def checked_forward_result(f, result, backend) -> tuple[object, list, object]:
     return output, leaves, grad_fn
 
 
+def to_tensor(leaf):
+    """A Python number or numpy value (or keras.Variable) as a backend tensor, the same dtype on
+    every backend: a Python float is floatx (jax in its x64 mode would make it float64), a
+    numpy scalar keeps its dtype as a numpy array does (Keras's torch backend reads an
+    np.float64, a subclass of Python's float, as floatx: float32 there, float64 on tensorflow).
+
+    >>> keras.backend.standardize_dtype(to_tensor(1.5).dtype)
+    'float32'
+    """
+    if isinstance(leaf, np.generic):
+        return keras.ops.convert_to_tensor(np.asarray(leaf))
+    if type(leaf) is float:
+        return keras.ops.convert_to_tensor(leaf, dtype=keras.backend.floatx())
+    return keras.ops.convert_to_tensor(leaf)
+
+
 def _output_leaf(f, leaf, output, j):
     """A leaf of f's output that is not a backend tensor: numbers, numpy values and
     keras.Variables become tensors; another framework's tensor is an error; anything else
     (None, strings) stays as it is and gets no gradient."""
     if isinstance(leaf, _NUMBERS) or _tree.framework_of(leaf) in ("numpy", "keras"):
-        return keras.ops.convert_to_tensor(leaf)
+        return to_tensor(leaf)
     refuse_foreign(leaf, f"`{msg.fn_name(f)}`", lambda: _tree.leaf_paths(output, "output")[j])
     return leaf
 

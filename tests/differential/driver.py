@@ -35,24 +35,10 @@ BACKENDS = runpy.run_path(os.path.join(ROOT, "python", "customgrad", "_backend_n
 DIFFERENCES_PAGE = os.path.join(ROOT, "docs", "backend-differences.md")
 TOLERANCE = {"float32": (2e-4, 2e-5), "float64": (1e-9, 1e-11)}  # (rtol, atol)
 
-# TEMPORARY: customgrad defects this test found, not fixed yet (python/customgrad/ is another
-# engineer's part). Each entry: case id (tags, as in the differences table) -> the backends it
-# shows on. Reported as "known defect", not failing; delete an entry once its fix lands.
-KNOWN_DEFECTS = {
-    # customgrad.vjp: vjp_fn raises a bare AttributeError on jax when f's output holds a None
-    "vjp+output:none": {"jax"},
-    # in JAX's x64 mode a Python float argument is float64 (float32 on tensorflow and torch);
-    # customgrad's own API differentiates it, so its gradient's dtype shows it
-    "float64+leaf:pyfloat+grad": {"jax"},
-    "float64+leaf:pyfloat+value_and_grad": {"jax"},
-    "float64+leaf:pyfloat+vjp": {"jax"},
-    # in JAX's x64 mode a Python float that f returns is float64 (float32 elsewhere)
-    "float64+output:const": {"jax"},
-    # under torch.compile around customgrad.grad, a grad_fn whose signature the convention
-    # refuses raises Python's bare TypeError (eager and a compiled forward: CustomGradientError)
-    "compiled_api+too_many": {"torch"},
-    "compiled_api+required_keyword": {"torch"},
-}
+# customgrad defects this test found and not fixed yet: case id (tags, as in the differences
+# table) -> the backends it shows on. Reported as "known defect", not failing; an entry goes when
+# its fix lands (the four this test found first are fixed: tests/python/test_same_everywhere.py).
+KNOWN_DEFECTS: dict = {}
 
 
 def tags(p: dict) -> set:
@@ -118,7 +104,8 @@ def compare(p: dict, want: dict, got: dict) -> list:
         if want["error"] != got["error"]:
             return [f"expected {want['error'] or 'no error'}, got {got['error']}: "
                     f"{(got.get('message') or '').splitlines()[0][:300] if got['error'] else ''}"]
-        if got["error"] == "CustomGradientError" and name not in got["message"]:
+        if got["error"] in ("CustomGradientError", "GradFnArityError") \
+                and name not in got["message"]:
             return [f"the message does not name `{name}`: {got['message'][:300]}"]
         return []
     problems = []

@@ -25,7 +25,8 @@ OPS = {
                 lambda z: _sigmoid(z) * (1 - _sigmoid(z)) * (1 - 2 * _sigmoid(z))),
 }
 # the exception each fault is documented to raise (docs/convention.md, docs/gradients.md)
-FAULT_ERRORS = {"int_argnum": "TypeError"}
+FAULT_ERRORS = {"int_argnum": "TypeError", "too_many": "GradFnArityError",
+                "required_keyword": "GradFnArityError"}
 DEFAULT_FAULT_ERROR = "CustomGradientError"
 
 

@@ -94,3 +94,60 @@ def test_a_custom_gradient_error_raised_while_compiling_keeps_its_type():
 
     with pytest.raises(CustomGradientError, match="no_grad_fn"):
         _compiled(lambda x: customgrad.grad(lambda v: ops.sum(no_grad_fn(v)))(x))(t([1.0]))
+
+
+# What the project's own differential test (tests/differential) found first, one test each.
+
+def test_vjp_of_a_function_with_none_among_its_outputs():
+    """customgrad.vjp's vjp_fn takes None for a None output (jax raised a bare AttributeError),
+    with and without a custom gradient."""
+    x = t([1.0, 2.0])
+    custom = customgrad.custom_gradient(lambda x: ((x * 2.0, None), lambda dys: dys[0] * 3.0))
+    for fn, expected in ((custom, [3.0, 3.0]), (lambda x: (x * 2.0, None), [2.0, 2.0])):
+        out, vjp_fn = customgrad.vjp(fn, x)
+        assert out[1] is None
+        (g,) = vjp_fn((ops.ones((2,)), None))
+        np.testing.assert_array_equal(npy(g), expected)
+
+
+def test_a_python_float_is_floatx_also_where_float64_is_on():
+    """A Python float argument, and one f returns, are floatx (float32) on every backend, also
+    in jax's x64 mode (where jax made them float64); numpy float64 stays float64."""
+    @customgrad.custom_gradient
+    def double(s):
+        return (s * 2.0, 1.5), lambda dys: dys[0] * 2.0
+
+    with float64_enabled():
+        y, constant = double(1.5)
+        g = customgrad.grad(lambda s: double(s)[0])(1.5)
+        g64 = customgrad.grad(lambda s: double(s)[0])(np.float64(1.5))
+    for value in (y, constant, g):
+        assert keras.backend.standardize_dtype(value.dtype) == "float32", value
+    assert float(g) == 2.0
+    assert keras.backend.standardize_dtype(g64.dtype) == "float64"
+
+
+@pytest.mark.parametrize("signature", ["two positional", "a required keyword"])
+def test_a_grad_fn_signature_refused_under_the_compiler_is_the_arity_error(signature):
+    """Under jax.jit, tf.function and torch.compile (around customgrad.grad), a grad_fn whose
+    parameters do not fit the upstream gradients is GradFnArityError, as eager (torch.compile
+    raised Python's bare TypeError); a TypeError inside grad_fn stays what it is."""
+    def make(grad):
+        return customgrad.custom_gradient(lambda x: (x * 2.0, grad))
+
+    if signature == "two positional":
+        f = make(lambda a, b: a)
+    else:
+        def needs_factor(a, *, factor):
+            return a * factor
+
+        f = make(needs_factor)
+    with pytest.raises(customgrad.GradFnArityError, match="cannot be called with the upstream"):
+        _compiled(lambda x: customgrad.grad(lambda v: ops.sum(f(v)))(x))(t([1.0, 2.0]))
+
+    def raises_inside(a):
+        raise TypeError("inside grad_fn")
+
+    f = make(raises_inside)
+    with pytest.raises(TypeError, match="inside grad_fn"):
+        _compiled(lambda x: customgrad.grad(lambda v: ops.sum(f(v)))(x))(t([1.0, 2.0]))

@@ -28,7 +28,8 @@ def vjp_flat(fn, values, reusable=True):
 
     def backward(cotangents):
         cts = [
-            (zeros_like(o) if ct is None else jnp.asarray(ct, o.dtype))
+            None if o is None  # an output leaf None: an empty structure to jax, no cotangent
+            else (zeros_like(o) if ct is None else jnp.asarray(ct, o.dtype))
             if is_float(o) else np.zeros(o.shape, dtype=jax.dtypes.float0)
             for o, ct in zip(outputs, cotangents)
         ]
