@@ -138,9 +138,9 @@ def test_tensorflow_tape_outside_tf_function_cannot_be_seen_inside(hidden):
 @pytest.mark.parametrize("input_watched", [False, True])
 def test_tensorflow_tensor_computed_from_a_variable_read_through_an_object_is_an_error(
         input_watched):
-    """A tensor computed from a variable before f ran, read through a container f closes over
-    (where neither the closure check nor the walk of objects' attributes finds it, so it has no
-    name): its gradient was dropped silently (None); where f ran on unwatched inputs and read
+    """A tensor computed from a variable before f ran, read through nested containers f closes
+    over (where neither the closure check nor the walk of objects' attributes and elements finds
+    it, so it has no name): its gradient was dropped silently (None); where f ran on unwatched inputs and read
     no variable it is a CustomGradientError, as on torch an unfindable one is and on jax
     custom_vjp refuses it."""
     import tensorflow as tf
@@ -150,11 +150,11 @@ def test_tensorflow_tensor_computed_from_a_variable_read_through_an_object_is_an
     with tf.GradientTape() as tape:
         if input_watched:
             tape.watch(x)
-        holder = [v * 1.0]
+        holder = [[v * 1.0]]
 
         @customgrad.custom_gradient
         def f(x):
-            return x * holder[0], lambda dy: dy * 10.0
+            return x * holder[0][0], lambda dy: dy * 10.0
 
         with pytest.raises(CustomGradientError, match=re.escape(
                 "uses a tensor it did not receive as an argument (read through an object), "
@@ -257,3 +257,24 @@ def test_jax_tensor_read_through_an_object_is_never_dropped():
     np.testing.assert_array_equal(np.asarray(jax.grad(loss)(jnp.ones(2), x)), [2.0, 6.0])
     with pytest.raises(jax.errors.UnexpectedTracerError):
         jax.jit(jax.grad(loss))(jnp.ones(2), x)
+
+
+@pytest.mark.backends("tensorflow")
+def test_tensorflow_watched_tensor_in_a_list_f_closes_over_is_named():
+    """An element of a list f closes over, while f also reads a variable: named."""
+    import tensorflow as tf
+
+    v = tf.Variable([2.0, 3.0])
+    k = keras.Variable([1.0, 1.0])
+    x = t([1.0, 1.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        scales = [v * 1.0]
+
+        @customgrad.custom_gradient
+        def f(x):
+            return x * scales[0] + k, lambda dy, variables=None: (dy * 10.0, [dy])
+
+        with pytest.raises(CustomGradientError, match=re.escape(
+                "uses the tensor `scales[0]`, read through an object")):
+            f(x)

@@ -20,13 +20,18 @@ from .tensors import being_differentiated
 
 def watched_reachable(f, inputs) -> list:
     """(name, tensor) for the floating-point tensors a tape watches that f reaches through
-    what it closes over, the globals it names or its `self`, or an attribute of one of those;
-    `inputs` (the call's own tensors) left out."""
+    what it closes over, the globals it names or its `self`: one of those, an element of one
+    that is a list, tuple or dict, or an attribute of one; `inputs` (the call's own tensors)
+    left out."""
     skip = {id(t) for t in inputs}
     found = []
     for name, obj in objects_of(f):
         if isinstance(obj, tf.Tensor):  # a global (closed-over ones the core refuses first)
             items = [(name, obj)]
+        elif isinstance(obj, (list, tuple, dict)):
+            pairs = obj.items() if isinstance(obj, dict) else enumerate(obj)
+            items = [(f"{name}[{key!r}]", value) for key, value in pairs
+                     if isinstance(value, tf.Tensor)]
         else:
             attributes = getattr(obj, "__dict__", None) or {}
             items = [(f"{name}.{key}", value) for key, value in attributes.items()
