@@ -25,6 +25,8 @@
 #' @param min_value,max_value Bounds: of the gradient (`layer_clip_gradient()`, both or
 #'   neither) or of the quantized values.
 #' @param max_norm The largest L2 norm the gradient may have, or `NULL`.
+#' @param across_replicas `TRUE` to clip by the norm of the whole batch under a data-parallel
+#'   engine (see [op_clip_gradient_norm()]).
 #' @param levels The number of quantization levels, a whole number >= 2.
 #' @param ... Further arguments of the Keras layer, e.g. `name`, `dtype`.
 #' @return A layer, the model with the layer added, or the output tensor (see `object`).
@@ -56,7 +58,7 @@ layer_scale_gradient <- function(object, scale = 1, ...) {
 #' @rdname gradient-layers
 #' @export
 layer_clip_gradient <- function(object, min_value = NULL, max_value = NULL, max_norm = NULL,
-                                ...) {
+                                across_replicas = FALSE, ...) {
   if (is.null(min_value) && is.null(max_value) && is.null(max_norm)) {
     cg_abort(c("{.arg min_value} and {.arg max_value}, {.arg max_norm}, or all three must be given.",
                x = "All three are {.code NULL}."), "argument")
@@ -68,7 +70,7 @@ layer_clip_gradient <- function(object, min_value = NULL, max_value = NULL, max_
   }
   args <- list(min_value = as_layer_number(min_value),
                max_value = as_layer_number(max_value),
-               max_norm = as_layer_number(max_norm), ...)
+               max_norm = as_layer_number(max_norm), across_replicas = across_replicas, ...)
   compose_layer(object, "ClipGradient", args)
 }
 

@@ -7,8 +7,9 @@
 #' `op_reverse_gradient(x, scale)`: identity forward, gradient multiplied by `-scale`.
 #' `op_scale_gradient(x, scale)`: identity forward, gradient multiplied by `scale`.
 #' `op_clip_gradient(x, min_value, max_value)`: identity forward, gradient clipped elementwise.
-#' `op_clip_gradient_norm(x, max_norm)`: identity forward, gradient rescaled so that its L2 norm
-#' is at most `max_norm`.
+#' `op_clip_gradient_norm(x, max_norm, across_replicas)`: identity forward, gradient rescaled so
+#' that its L2 norm is at most `max_norm` (with `across_replicas = TRUE`, the norm one device
+#' would see under a data-parallel engine, as Python's `clip_gradient_norm()` explains).
 #' `op_round_ste(x)`, `op_sign_ste(x)`: `round(x)` / `sign(x)` forward, identity gradient
 #' (straight-through estimators); `op_straight_through(fn)` makes one from any R function.
 #' `op_safe_sqrt(x)`: `sqrt(x)` with gradient 0 (not `Inf`) at 0.
@@ -22,6 +23,8 @@
 #'
 #' @param x A tensor or R array.
 #' @param scale,min_value,max_value,max_norm Numbers.
+#' @param across_replicas `TRUE` to clip by the norm of the whole batch under a data-parallel
+#'   engine (torch DDP or FSDP, a `tf.distribute` strategy), `FALSE` for each replica's own.
 #' @param fn An R function of one tensor, written with `op_*` functions.
 #' @param axis Axes to reduce (1-based, as in the other `op_*` functions); `NULL` for all.
 #' @param keepdims Whether reduced axes are kept with length 1.
@@ -61,8 +64,8 @@ op_clip_gradient <- function(x, min_value, max_value) {
 
 #' @rdname customgrad_ops
 #' @export
-op_clip_gradient_norm <- function(x, max_norm) {
-  customgrad_op("clip_gradient_norm", x, max_norm)
+op_clip_gradient_norm <- function(x, max_norm, across_replicas = FALSE) {
+  customgrad_op("clip_gradient_norm", x, max_norm, across_replicas = across_replicas)
 }
 
 #' @rdname customgrad_ops

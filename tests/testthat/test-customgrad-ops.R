@@ -21,6 +21,16 @@ test_that("clip_gradient_norm rescales the gradient to max_norm and keeps the fo
   expect_equal(num(g), c(3, 4), tolerance = 1e-6)
 })
 
+test_that("clip_gradient_norm across replicas is the local norm where no engine runs", {
+  backend()
+  x <- c(0, 0)
+  g <- op_grad(function(x) op_sum(op_clip_gradient_norm(x, 1, across_replicas = TRUE) *
+                                    as_tensor(c(3, 4))))(x)
+  expect_equal(num(g), c(0.6, 0.8), tolerance = 1e-6)
+  expect_error(op_clip_gradient_norm(x, 1, across_replicas = "yes"),
+               "across_replicas must be True or False")
+})
+
 test_that("straight-through estimators: fn forward, identity backward", {
   backend()
   x <- c(-1.6, 0.4, 2.5)
