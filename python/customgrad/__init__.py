@@ -1,5 +1,6 @@
 """customgrad: custom gradients that behave the same on every Keras 3 backend.
 
+Examples:
     >>> import keras, customgrad
     >>> @customgrad.custom_gradient
     ... def log1pexp(x):
@@ -7,6 +8,8 @@
     ...     def grad(upstream):
     ...         return upstream * (1.0 - 1.0 / (1.0 + e))
     ...     return keras.ops.log(1.0 + e), grad
+    >>> float(customgrad.grad(log1pexp)(keras.ops.convert_to_tensor(100.0)))
+    1.0
 """
 
 from ._messages import CustomGradientError, GradFnArityError

@@ -80,7 +80,14 @@ def _bool_option(value, name: str) -> bool:
     return value
 
 
-_NO_FUNCTION = object()  # custom_gradient called with options only, as a decorator factory
+class _Omitted:
+    def __repr__(self):
+        return "OMITTED"
+
+
+# custom_gradient's f when it is called with options only, as a decorator factory; its name and
+# repr are what the signature shows, in help() and on the site
+OMITTED = _Omitted()
 
 
 class _SymbolicCall(keras.Operation):
@@ -94,7 +101,7 @@ class _SymbolicCall(keras.Operation):
         return self.fn(*args, **kwargs)
 
 
-def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False, tf_variables: bool = False):
+def custom_gradient(f=OMITTED, *, forward_mode: bool = False, tf_variables: bool = False):
     """Decorates `f` so that its gradient is the one `f` defines, on every Keras backend.
 
     `f(*args, **kwargs)` returns `(output, grad_fn)`; the decorated function returns `output`,
@@ -114,7 +121,8 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False, tf_variables:
     tf.custom_gradient does, on the tensorflow backend only.
 
     Args:
-        f: the function returning `(output, grad_fn)`.
+        f: the function returning `(output, grad_fn)`. Omitted, `custom_gradient(...)` returns
+            a decorator with those options: `@custom_gradient(forward_mode=True)`.
         forward_mode: on jax, build the function on `jax.custom_jvp` so that `jax.jvp` works
             (torch and tensorflow always have forward mode; reverse mode then computes grad_fn's
             values again). Usable as `@custom_gradient(forward_mode=True)`.
@@ -153,7 +161,7 @@ def custom_gradient(f=_NO_FUNCTION, *, forward_mode: bool = False, tf_variables:
     """
     forward_mode = _bool_option(forward_mode, "forward_mode")
     tf_variables = _bool_option(tf_variables, "tf_variables")
-    if f is _NO_FUNCTION:  # @custom_gradient(forward_mode=True)
+    if f is OMITTED:  # @custom_gradient(forward_mode=True)
         return functools.partial(custom_gradient, forward_mode=forward_mode,
                                  tf_variables=tf_variables)
     if not callable(f):

@@ -1,11 +1,11 @@
 """Keras layers built on `customgrad.ops`, serializable so that models using them save to
 `.keras` files and load back (registered in the "customgrad" package).
 
-    Examples:
-        >>> import keras, customgrad
-        >>> inputs = keras.Input((2,))
-        >>> model = keras.Model(inputs, customgrad.layers.GradientReversal(0.5)(inputs))
-        >>> config = model.get_config()  # doctest: +ELLIPSIS
+Examples:
+    >>> import keras, customgrad
+    >>> inputs = keras.Input((2,))
+    >>> model = keras.Model(inputs, customgrad.layers.GradientReversal(0.5)(inputs))
+    >>> config = model.get_config()  # doctest: +ELLIPSIS
 """
 
 from __future__ import annotations

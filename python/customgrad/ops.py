@@ -83,7 +83,7 @@ def clip_gradient_norm(x, max_norm, *, across_replicas=False):
     on the whole batch: summed across the replicas of the engine running (torch.distributed's
     process group, as under DDP and FSDP; the tf.distribute strategy of `strategy.run`), and
     scaled for how that engine combines gradients. On jax, Keras's distributions run over global
-    arrays, where the norm is the whole batch's already. See docs/scaling-out.md.
+    arrays, where the norm is the whole batch's already. See `docs/scaling-out.md`.
 
     Examples:
         >>> import keras, customgrad

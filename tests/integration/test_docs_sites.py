@@ -1,18 +1,25 @@
 """Both documentation sites build in strict mode (scripts/build_docs.sh --strict, what `make docs`
 runs without --strict): a broken link, a name the API reference cannot find, a warning, or an R
-example or article that fails fails this test, and so `make test`."""
+example, article or Python walkthrough that fails fails this test, and so `make test`. The tests
+after the build read what it made: both sites work from disk, and the Python site has what a
+newcomer looks for first (install, a first example, search, outputs, readable signatures)."""
 
 import os
 import ast
+import html
 import re
 import subprocess
 import time
+import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "site"
+PYTHON_SITE = SITE / "python"
 
 
 def public_names() -> list:
@@ -109,14 +116,22 @@ def test_offline_check_finds_network_and_machine_addresses(tmp_path):
     assert any("gone.css, which is not in the site" in p for p in problems), problems
 
 
-def test_both_sites_build_strict():
+@pytest.fixture(scope="module")
+def built():
+    """Builds both sites once for the tests of this module."""
     start = time.perf_counter()
     proc = subprocess.run(["bash", "scripts/build_docs.sh", "--strict"], cwd=ROOT, env=dict(os.environ),
                           capture_output=True, text=True, timeout=600)
     print(f"scripts/build_docs.sh --strict: {time.perf_counter() - start:.0f} s")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
 
-    python = SITE / "python"
+
+def page(name: str) -> str:
+    return (PYTHON_SITE / name).read_text()
+
+
+def test_both_sites_build_strict(built):
+    python = PYTHON_SITE
     for page in ["convention.html", "api.html", "vignettes/getting-started.html", "bench/RESULTS.html"]:
         assert (python / page).is_file(), page
     api = (python / "api.html").read_text()
@@ -148,3 +163,64 @@ def test_both_sites_build_strict():
             assert asset in text, f"{page} does not load {asset}"
     index = (r / "offline" / "search-index.js").read_text()
     assert index.startswith("window.customgradSearchIndex = [") and "op_custom_gradient" in index
+
+
+def test_python_site_has_an_install_page_and_a_first_example(built):
+    home = page("index.html")
+    assert 'href="install.html"' in home, "the home page does not link the install page"
+    # the home page's first example, as a code block
+    assert re.search(r"<pre[^>]*>.*?customgrad.*?grad.*?log1pexp.*?</pre>", home, flags=re.S)
+    install = html.unescape(re.sub(r"<[^>]+>", "", page("install.html")))
+    for text in ["git clone", 'pip install ".[jax]"', 'pip install ".[torch]"', "KERAS_BACKEND",
+                 "--index-url https://download.pytorch.org/whl/cpu", "jax[cuda12]"]:
+        assert text in install, f"the install page does not say {text}"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    named = set(re.findall(r'pip install "\.\[([\w-]+)\]"', install))
+    assert {"jax", "torch", "tensorflow", "tensorflow-cpu", "all"} <= named <= set(extras), named
+
+
+def test_python_site_works_from_disk(built):
+    problems = offline_problems(PYTHON_SITE)
+    assert not problems, "the Python site needs more than its own files:\n" + "\n".join(problems[:40])
+    # search from file://: the offline plugin's index as a script (no fetch of the .json), and the
+    # site's own worker shim in place of the one from unpkg.com
+    index = (PYTHON_SITE / "search" / "search_index.js").read_text()
+    assert index.startswith("var __index = ") and "custom_gradient" in index
+    for name in ["index.html", "api.html", "vignettes/getting-started.html"]:
+        assert 'src="' in page(name) and "iframe-worker.js" in page(name), name
+    assert 'href="install.html"' in page("index.html")  # links to files, not folders (file://)
+
+
+def test_api_reference_shows_public_signatures_and_code_examples(built):
+    api = page("api.html")
+    signatures = [html.unescape(re.sub(r"<[^>]+>", "", block)) for block in
+                  re.findall(r'<div class="doc-signature[^"]*">(.*?)</pre>', api, flags=re.S)]
+    assert any(s.startswith("custom_gradient(f=OMITTED") for s in signatures), signatures[:5]
+    private = [s for s in signatures if re.search(r"(?<![\w.])_[A-Za-z]", s)]
+    assert not private, f"signatures with private names: {private}"
+    for name in sorted(PYTHON_SITE.rglob("*.html")):
+        assert "_NO_FUNCTION" not in name.read_text(), name
+    # docstring examples are code blocks, not Markdown's reading of >>> as nested blockquotes
+    assert "<blockquote>" not in api
+    assert re.search(r"<pre><span></span><code><span class=\"gp\">&gt;&gt;&gt; </span>", api)
+    # a signature sits in its own code block (which scrolls), not in the heading
+    heading = re.search(r'<h(\d) id="customgrad.custom_gradient".*?</h\1>', api, flags=re.S).group(0)
+    assert "forward_mode" not in heading
+
+
+def test_code_paths_to_pages_are_links(built):
+    assert '<a href="convention.html"><code>docs/convention.md</code></a>' in page("api.html")
+    assert '<a href="bench/RESULTS.html"><code>bench/RESULTS.md</code></a>' in page("benchmarks.html")
+
+
+def test_walkthroughs_show_their_outputs_and_plot(built):
+    backend = os.environ.get("KERAS_BACKEND", "jax")  # the hook's choice, as scripts/build_docs.sh's
+    started = page("vignettes/getting-started.html")
+    assert f"Output on {backend}" in started
+    assert "at x = 100: custom gradient 1.0, plain autodiff nan" in started
+    image = f"log1pexp-gradient-{backend}.png"
+    assert f'src="{image}"' in started
+    assert (PYTHON_SITE / "vignettes" / image).stat().st_size > 10_000
+    for name, printed in [("straight-through", "d round_ste / dx"), ("gradient-reversal", "reversal=True"),
+                          ("checking-gradients", "check_gradients(scaled_softplus)")]:
+        assert printed in page(f"vignettes/{name}.html"), name
