@@ -1,13 +1,15 @@
-"""One call of a custom-gradient function: its `Arguments`, and the `Backward` that calls
-grad_fn.
+"""One call of a custom-gradient function: its `Arguments`, the `Backward` that calls grad_fn,
+and the `Link` that says which of grad_fn's gradients go where.
 
 The entry point (`_core.custom_gradient`) reads the arguments once into an `Arguments`. The
-backend runs f through `arguments.forward(values)`, which returns f's output, its leaves and a `Backward`: an
-object, never changed once built, holding only what grad_fn's call needs (f, grad_fn, the
-structures and specs of the arguments and of the output, not their tensors). The backend hands
-the upstream gradients to `backward(cotangents, variables, variable_values)`, which calls grad_fn
-and returns gradients checked by `_returns`. This module imports no backend: the backend's
-helpers arrive as an argument.
+backend runs f through `arguments.forward(values)`, which records what f reads besides its
+arguments (`Reads`: the variables, their values, the layer losses it adds) and returns f's
+output, its leaves and a `Backward`: an object, never changed once built, holding only what
+grad_fn's call needs (f, grad_fn, the structures and specs of the arguments and of the output,
+not their tensors, and f's reads). The backend says in terms of its autodiff what it linked,
+`backward.link(outputs=..., inputs=..., wanted=...)`, and hands the upstream gradients to that
+`Link`, which calls grad_fn and returns the gradients the autodiff asked for, checked by
+`_returns`. This module imports no backend: the backend's helpers arrive as an argument.
 
 >>> import keras
 >>> from customgrad import _core
@@ -15,17 +17,60 @@ helpers arrive as an argument.
 ...     return 2.0 * x, lambda dy: 2.0 * dy
 >>> arguments = Arguments(double, (keras.ops.ones((3,)),), {}, _core.backend_module())
 >>> output, leaves, backward = arguments.forward(arguments.tensor_values)
->>> [tuple(g.shape) for g in backward([keras.ops.ones((3,))])[0]]
+>>> link = backward.link()
+>>> [tuple(g.shape) for g in link([keras.ops.ones((3,))])]
 [(3,)]
 """
 
 from __future__ import annotations
+
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from . import _tree
 from ._convention import call_grad_fn
 from ._returns import checked_forward_result, checked_gradients, to_tensor
+from ._variables import recording
+
+
+class Reads(NamedTuple):
+    """What f read besides its arguments while it ran: `variables`, what grad_fn receives in
+    `variables=` (keras.Variables, then framework variables the backend's watcher saw); `values`,
+    the value each read returned (what the autodiff differentiates); and how many layer losses
+    f added (`losses_added`)."""
+
+    variables: list
+    values: list
+    losses_added: int
+
+
+NO_READS = Reads((), (), 0)  # what most calls read
+
+
+def run_reading(backend, f, args: Sequence, kwargs: dict | None = None,
+                received: Sequence = ()) -> tuple[object, Reads]:
+    """f(*args, **kwargs), and what it read: the one place where reads are recorded (Keras's
+    variable reads, and the backend's own watcher, `backend.watching_reads()`). `received`: the
+    arguments' leaves, which are no hidden reads."""
+    with recording() as rec:
+        watcher = backend.watching_reads()
+        if watcher is None:
+            result = f(*args, **kwargs) if kwargs else f(*args)
+        else:
+            with watcher:
+                result = f(*args, **kwargs) if kwargs else f(*args)
+    variables, values = rec.variables, rec.raw_values
+    if watcher is not None:
+        seen = {id(v) for v in values}
+        seen.update(id(leaf) for leaf in received)
+        more = [v for v in watcher.watched_variables()
+                if id(v) not in seen and backend.is_float(v)]
+        if more:
+            variables, values = variables + more, values + more
+    if not variables and not rec.losses_added:
+        return result, NO_READS
+    return result, Reads(variables, values, rec.losses_added)
 
 
 class Arguments:
@@ -85,20 +130,27 @@ class Arguments:
         return output, leaves
 
     def forward(self, tensor_values) -> tuple[object, list, "Backward"]:
-        """Calls f once with the tensor leaves replaced by `tensor_values`; returns (f's output,
-        its leaves, the `Backward` of this call), checked."""
-        return self.accept(self._run(tensor_values))
+        """Calls f once with the tensor leaves replaced by `tensor_values`, recording what it
+        reads; returns (f's output, its leaves, the `Backward` of this call), checked."""
+        if self.all_tensors and self.flat:
+            args, kwargs = tensor_values, None
+        else:
+            args, kwargs = self._arguments(tensor_values)
+        return self.accept(*run_reading(self.backend, self.f, args, kwargs, self.leaves))
 
-    def accept(self, result) -> tuple[object, list, "Backward"]:
-        """`forward` for what f returned when it ran on this call's tensors."""
+    def accept(self, result, reads: Reads) -> tuple[object, list, "Backward"]:
+        """`forward` for what f returned when it ran on this call's tensors, reading `reads`."""
         output, leaves, grad_fn = checked_forward_result(self.f, result, self.backend)
         spec, is_tensor = self.backend.spec, self.backend.is_tensor
         output_specs = [spec(o) if is_tensor(o) else None for o in leaves]
         input_specs = [spec(v) for v in self.tensor_values]
+        args = self._arguments(input_specs)[0]
+        plain = (len(input_specs) == len(args) and all(self.differentiable)
+                 and _tree.all_leaves(args))
         return output, leaves, Backward(
-            self.f, grad_fn, self.backend, self._arguments(input_specs)[0], self.arg_is_tensor,
-            self.tensor_index, input_specs, self.differentiable,
-            _tree.unflatten(output, output_specs), output_specs)
+            self.f, grad_fn, self.backend, args, self.arg_is_tensor, self.tensor_index,
+            input_specs, self.differentiable, _tree.unflatten(output, output_specs),
+            output_specs, reads, plain)
 
     def _run(self, tensor_values):
         if self.all_tensors and self.flat:
@@ -123,114 +175,138 @@ class Backward:
     """What the backward of one call needs, by construction nothing more: f, grad_fn, the
     backend's helpers, the positional arguments and the output as structures of specs (grad_fn
     holds the tensors it needs itself; holding the inputs too would keep a previous layer's
-    activation alive until the backward, where plain autodiff frees it).
+    activation alive until the backward, where plain autodiff frees it), and what f read.
 
     `backward(cotangents, variables, variable_values)` calls grad_fn and returns (one checked
-    gradient or None per tensor leaf of the arguments, one per variable);
-    `backward.rebuild(leaves)` is the output's structure around `leaves`.
+    gradient or None per tensor leaf of the arguments, one per variable); `backward.link(...)`
+    is that call in an autodiff's terms; `backward.rebuild(leaves)` is the output's structure
+    around `leaves`. `output_specs` None: the autodiff hands one upstream per output leaf, each
+    of its output's shape and dtype (`positional_link`).
     """
 
     __slots__ = ("f", "grad_fn", "backend", "args", "arg_is_tensor", "tensor_index",
-                 "input_specs", "differentiable", "output", "output_specs", "plain")
+                 "input_specs", "differentiable", "output", "output_specs", "reads", "plain")
 
-    def __init__(self, f, grad_fn, backend, args: tuple, arg_is_tensor: list, tensor_index: list,
-                 input_specs: list, differentiable: list, output, output_specs: list):
+    def __init__(self, f, grad_fn, backend, args: tuple, arg_is_tensor: list, tensor_index,
+                 input_specs: list, differentiable: list, output, output_specs: list | None,
+                 reads: Reads, plain: bool):
         self.f, self.grad_fn, self.backend = f, grad_fn, backend
         self.args, self.arg_is_tensor = args, arg_is_tensor
         self.tensor_index, self.input_specs, self.differentiable = (
             tensor_index, input_specs, differentiable)
-        self.output, self.output_specs = output, output_specs
+        self.output, self.output_specs, self.reads = output, output_specs, reads
         # positional tensors only, all getting gradients: what grad_fn returns is checked faster
-        self.plain = (len(input_specs) == len(args) and all(differentiable)
-                      and _tree.all_leaves(args))
+        self.plain = plain
 
     def __call__(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
         """Calls grad_fn with one upstream gradient (or None) per output leaf.
 
         Args:
             cotangents: one upstream gradient (or None: zeros) per output leaf.
-            variables: the variables the forward read; variable_values: their values.
+            variables: what grad_fn receives in `variables=`; variable_values: their values.
 
         Returns:
             (one gradient or None per tensor leaf, one gradient or None per variable), each
             gradient with its input's shape and dtype.
         """
-        upstream = []
-        for spec, ct in zip(self.output_specs, cotangents):
-            if spec is None or not spec.floating:
-                upstream.append(None)
-            elif ct is None:
-                upstream.append(self.backend.zeros(spec))
-            else:
-                upstream.append(ct)
+        if self.output_specs is None:
+            upstream = output = self.rebuild(cotangents)  # it stands for the output in messages
+        else:
+            filled = []
+            for spec, ct in zip(self.output_specs, cotangents):
+                if spec is None or not spec.floating:
+                    filled.append(None)
+                elif ct is None:
+                    filled.append(self.backend.zeros(spec))
+                else:
+                    filled.append(ct)
+            upstream, output = self.rebuild(filled), self.output
         variables = list(variables)
-        result = call_grad_fn(self.grad_fn, self.f, self.output, self.rebuild(upstream),
-                              variables, self.backend.sees_closures())
-        return checked_gradients(self, result, variables, variable_values)
-
-    def linked(self, cotangents, outputs=None, inputs=(), variables=(), variable_values=(),
-               wanted=()) -> list:
-        """`__call__` in the terms of an autodiff that linked some outputs and some inputs.
-
-        Args:
-            cotangents: one upstream gradient per linked output.
-            outputs: the positions among the output leaves of the linked outputs (None: all).
-            inputs: the positions among the tensor leaves of the inputs whose gradients the
-                autodiff takes.
-            variables, variable_values: the variables the forward read, and their values.
-            wanted: the variable values whose gradients the autodiff takes, matched by identity
-                with `variable_values` (one f did not read gets None).
-
-        Returns:
-            The gradients of `inputs`, then those of `wanted`, in that order (None: zero).
-        """
-        if outputs is not None:
-            full = [None] * len(self.output_specs)
-            for j, ct in zip(outputs, cotangents):
-                full[j] = ct
-            cotangents = full
-        input_grads, var_grads = self(cotangents, variables, variable_values)
-        grads = [input_grads[k] for k in inputs]
-        if wanted:
-            by_id = {id(v): g for v, g in zip(variable_values, var_grads)}
-            grads += [by_id.get(id(v)) for v in wanted]
-        return grads
-
-    def rebuild(self, output_leaves: list):
-        """The output's structure with `output_leaves` as its leaves."""
-        return _tree.unflatten(self.output, output_leaves)
-
-
-class PositionalBackward(Backward):
-    """The `Backward` of a call of f on positional tensors that all get gradients, whose output is
-    a floating-point tensor or a flat tuple or list of them. torch's fast path makes one on every
-    eager call, so it holds only f, grad_fn, the backend, the input specs and the output's
-    container (the outputs' own specs are not needed: torch hands over one upstream gradient per
-    output, of that output's shape and dtype); what the general checks read of a `Backward` is
-    derived when they run. `linked` is not for it.
-    """
-
-    __slots__ = ("container",)
-    plain = True
-
-    def __init__(self, f, grad_fn, backend, input_specs: list, container):
-        self.f, self.grad_fn, self.backend = f, grad_fn, backend
-        self.input_specs, self.container = input_specs, container  # None: one tensor
-
-    args = property(lambda self: tuple(self.input_specs))
-    arg_is_tensor = differentiable = property(lambda self: [True] * len(self.input_specs))
-    tensor_index = property(lambda self: range(len(self.input_specs)))
-
-    def __call__(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
-        upstream = cotangents[0] if self.container is None else self.container(cotangents)
-        variables = list(variables)
-        # the upstream stands for the output in grad_fn's call: same structure, shapes, dtypes
-        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, variables,
+        result = call_grad_fn(self.grad_fn, self.f, output, upstream, variables,
                               self.backend.sees_closures())
         return checked_gradients(self, result, variables, variable_values)
 
+    def link(self, outputs=None, inputs=None, variables=None, variable_values=None, wanted=(),
+             guard=None) -> "Link":
+        """This call as an autodiff linked it (see `Link`). `variables`/`variable_values`
+        default to what f read (`reads`)."""
+        return Link(self, None if outputs is None else tuple(outputs),
+                    None if inputs is None else tuple(inputs),
+                    self.reads.variables if variables is None else variables,
+                    self.reads.values if variable_values is None else variable_values,
+                    tuple(wanted), guard)
+
     def rebuild(self, output_leaves: list):
-        return output_leaves[0] if self.container is None else self.container(output_leaves)
+        """The output's structure with `output_leaves` as its leaves."""
+        if self.output is None:  # one leaf (the common case)
+            return output_leaves[0]
+        return _tree.unflatten(self.output, output_leaves)
+
+
+class Link:
+    """Which gradient goes where, for one call linked into an autodiff: the autodiff calls it
+    with one cotangent per linked output and receives the gradients of the linked inputs, then
+    those of the variable values it differentiates. Made by `Backward.link`; never changed (and
+    no tuple: torch's pytrees would take a tuple for a structure to walk).
+
+    Fields:
+        backward: the call's `Backward`.
+        outputs: the positions among the output leaves of the linked outputs (None: all).
+        inputs: the positions among the tensor leaves of the inputs whose gradients the autodiff
+            takes (None: all).
+        variables: what grad_fn receives in `variables=`; variable_values: their values.
+        wanted: the variable values whose gradients the autodiff takes, matched by identity
+            with `variable_values` (one f did not read gets None).
+        guard: called before grad_fn, to refuse what the backend knows is wrong (or None).
+    """
+
+    __slots__ = ("backward", "outputs", "inputs", "variables", "variable_values", "wanted",
+                 "guard")
+
+    def __init__(self, backward: Backward, outputs: tuple | None, inputs: tuple | None,
+                 variables: list, variable_values: list, wanted: tuple,
+                 guard: Callable[[], None] | None):
+        # not enforced (a __setattr__ that refuses would cost a microsecond on torch's fast
+        # path, a few percent of an eager call): nothing in customgrad assigns to a Link
+        self.backward, self.outputs, self.inputs = backward, outputs, inputs
+        self.variables, self.variable_values, self.wanted = variables, variable_values, wanted
+        self.guard = guard
+
+    def wanting(self, wanted) -> "Link":
+        """This link, giving the gradients of the variable values `wanted` after the inputs'."""
+        return Link(self.backward, self.outputs, self.inputs, self.variables,
+                    self.variable_values, tuple(wanted), self.guard)
+
+    def __call__(self, cotangents) -> list:
+        """The gradients of `inputs`, then those of `wanted`, in that order (None: zero)."""
+        if self.guard is not None:
+            self.guard()
+        if self.outputs is not None:
+            full = [None] * len(self.backward.output_specs)
+            for j, ct in zip(self.outputs, cotangents):
+                full[j] = ct
+            cotangents = full
+        input_grads, var_grads = self.backward(cotangents, self.variables, self.variable_values)
+        grads = input_grads if self.inputs is None else [input_grads[k] for k in self.inputs]
+        if self.wanted:
+            by_id = {id(v): g for v, g in zip(self.variable_values, var_grads)}
+            grads = list(grads) + [by_id.get(id(v)) for v in self.wanted]
+        return grads
+
+
+def positional_link(f, grad_fn, backend, input_specs: list, n_outputs: int, container,
+                    guard=None) -> Link:
+    """The `Link` of a call of f on positional tensors that all get gradients, which read
+    nothing, and whose output is one floating-point tensor (`container` None) or a flat tuple or
+    list of them (`container` that type), linked whole by an autodiff that hands one upstream
+    per output, of that output's shape and dtype (torch's fast path makes one on every eager
+    call: none of the output's specs is needed)."""
+    n = len(input_specs)
+    every = [True] * n
+    output = None if container is None else container([None] * n_outputs)
+    backward = Backward(f, grad_fn, backend, tuple(input_specs), every, range(n), input_specs,
+                        every, output, None, NO_READS, True)
+    return Link(backward, None, None, [], [], (), guard)
 
 
 def _converts_to_tensor(leaf) -> bool:

@@ -3,8 +3,8 @@ symbolic call (keras.Input), and the error for another framework's ops inside f.
 
 A call reads core -> backend -> core: `decorated` reads the arguments into a `_call.Arguments` and
 hands it to the backend module of the active Keras backend (`customgrad.backends.<name>`), whose
-`call` runs f through `Arguments.forward` and wires the returned `_call.Backward` (which calls grad_fn
-and checks its result) into its autodiff system.
+`call` runs f through `Arguments.forward` and wires a `_call.Link` of the returned `_call.Backward`
+(which calls grad_fn and checks its result) into its autodiff system.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The core (`_core.py`, `_call.py`, `_returns.py`, `_autodiff.py`, `_check_problem.py`,
 `_forward.py`, `_remat.py`, `ops.py`) talks to a backend only through these names, and a backend
 imports from the core only its leaf modules (`_call`, `_closure`, `_convention`, `_forward`,
-`_messages`, `_spec`, `_tree`, `_variables`), never the entry point `_core`. Three capability constants say what a backend can do, instead of probing
+`_messages`, `_spec`, `_tree`), never the entry point `_core`. Three capability constants say what a backend can do, instead of probing
 for attributes:
 
 * `HAS_AUTODIFF`: it takes gradients (jax, tensorflow, torch); then it also meets `Autodiff`.
@@ -62,10 +62,11 @@ class Backend(Protocol):
     def call(self, arguments: Any) -> Any:
         """Runs one call inside the backend's autodiff; returns f's output, whose gradient is
         grad_fn's. `arguments` is a `_call.Arguments`: `arguments.forward(values)` runs f on the
-        tensor values (`arguments.tensor_values`, or what the autodiff system made of them) and
-        returns (output, output leaves, a `_call.Backward`); `backward(cotangents, variables,
-        variable_values)` calls grad_fn and returns checked gradients. Where nothing can
-        differentiate the call, `arguments.output(values)` runs f alone."""
+        tensor values (`arguments.tensor_values`, or what the autodiff system made of them),
+        recording what it reads, and returns (output, output leaves, a `_call.Backward`);
+        `backward.link(...)` is a `_call.Link` of what the autodiff linked, which it calls with
+        the cotangents to get checked gradients. Where nothing can differentiate the call,
+        `arguments.output(values)` runs f alone."""
 
     def float64_scope(self) -> AbstractContextManager:
         """A context in which float64 computations stay float64 (for the gradient checker)."""
@@ -73,6 +74,12 @@ class Backend(Protocol):
 
 class Autodiff(Backend, Protocol):
     """What a backend with `HAS_AUTODIFF` defines on top."""
+
+    def watching_reads(self) -> AbstractContextManager | None:
+        """The backend's own watcher of the variables f reads, which the core opens around f
+        (`_call.run_reading`, beside Keras's variable recorder): a context manager with
+        `watched_variables()` (TensorFlow's VariableWatcher), or None where Keras's record is
+        all there is to see."""
 
     def zeros(self, spec: Any) -> Any:
         """Zeros of `spec`'s shape and dtype (the upstream of an output the loss does not use)."""

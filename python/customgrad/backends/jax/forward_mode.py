@@ -39,7 +39,7 @@ def call_forward_mode(arguments):
             cotangents = [jnp.asarray(u, out_leaves[j].dtype) for u, j in zip(us, float_outputs)]
             return [np.asarray(g) for g in rule(*cotangents)]
 
-        _forward.check_linear(rule.backward.f, rule.backward.grad_fn,
+        _forward.check_linear(rule.link.backward.f, rule.link.backward.grad_fn,
                               check_rule if concrete(primals) else None,
                               [out_leaves[j].shape for j in float_outputs])
         _, back = jax.vjp(rule, *[jnp.zeros_like(out_leaves[j]) for j in float_outputs])

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 
 from ... import _messages as msg, _tree
-from ..._variables import recording
 from .tensors import is_float, spec, zeros
 from .scope import collects_losses, scope_mapping, variables_bound
 
@@ -82,13 +81,12 @@ class Traced:
             values[k] = p
         variable_primals = primals[n_inputs:]
         f = self.arguments.f
-        with variables_bound(self.mapping, self.variable_ids, variable_primals) as scope, \
-                recording() as rec:
+        with variables_bound(self.mapping, self.variable_ids, variable_primals) as scope:
             _, out_leaves, backward = self.arguments.forward(values)
         updates = list(scope.updates.values()) if scope is not None else []
         if updates and not self.assignments_leave:
             raise msg.jax_forward_mode_assigned(f, len(updates))
-        if rec.losses_added and self.collect_losses:
+        if backward.reads.losses_added and self.collect_losses:
             raise msg.loss_in_forward(
                 f, "on jax inside a stateless scope (model.fit) such a loss cannot leave the "
                 "custom gradient, and grad_fn does not define its gradient")
@@ -99,7 +97,11 @@ class Traced:
         self.positions = [j for j, o in enumerate(out_leaves) if isinstance(o, jax.Array)]
         self.leaves = out_leaves if len(self.positions) < len(out_leaves) else None
         arrays = [out_leaves[j] for j in self.positions]
-        rule = Rule(backward, arrays, self.positions, self, rec, variable_primals)
+        float_outputs = tuple(k for k, o in enumerate(arrays) if is_float(o))
+        link = backward.link([self.positions[k] for k in float_outputs], self.positional,
+                             wanted=variable_primals)
+        rule = Rule(link, float_outputs, self.specs,
+                    (self.mapping, self.variable_ids, variable_primals))
         return arrays + [jnp.asarray(value) for _, value in updates], rule
 
     def rebuild(self, arrays):
@@ -116,26 +118,19 @@ class Rule:
     """grad_fn as the autodiff rule of one run of f: cotangents of the float outputs ->
     gradients of the float primals (zeros where grad_fn gave none).
 
-    It keeps the primals' specs, not the primals, nor the call: grad_fn keeps what it needs.
+    It holds the call's `Link` (which gradient goes where), the positions of the float outputs
+    among the arrays custom_vjp outputs, the primals' specs and the variable binding grad_fn
+    runs in; not the primals, nor the call: grad_fn keeps what it needs.
     """
 
-    def __init__(self, backward, arrays: list, positions: list, traced: Traced, rec,
-                 variable_primals):
-        self.backward = backward
-        # the float outputs: positions among the arrays custom_vjp outputs, and among f's leaves
-        self.float_outputs = tuple(k for k, o in enumerate(arrays) if is_float(o))
-        self.linked_outputs = tuple(positions[k] for k in self.float_outputs)
-        self.positional, self.specs = traced.positional, traced.specs
-        self.mapping, self.variable_ids = traced.mapping, traced.variable_ids
-        self.variables, self.variable_values = rec.variables, rec.raw_values
-        self.variable_primals = variable_primals
+    def __init__(self, link, float_outputs: tuple, specs: list, binding: tuple):
+        self.link, self.float_outputs, self.specs, self.binding = (
+            link, float_outputs, specs, binding)
 
     def __call__(self, *cotangents) -> list:
         # grad_fn may read variables too (a closure over layer.kernel)
-        with variables_bound(self.mapping, self.variable_ids, self.variable_primals) as scope:
-            grads = self.backward.linked(cotangents, self.linked_outputs, self.positional,
-                                         self.variables, self.variable_values,
-                                         self.variable_primals)
+        with variables_bound(*self.binding) as scope:
+            grads = self.link(cotangents)
         if scope is not None and scope.updates:
-            raise msg.jax_grad_fn_assigned(self.backward.f, len(scope.updates))
+            raise msg.jax_grad_fn_assigned(self.link.backward.f, len(scope.updates))
         return [zeros(s) if g is None else g for g, s in zip(grads, self.specs) if s.floating]

@@ -30,12 +30,13 @@ from .link import call, call_with_tf_variables
 from .replicas import one_device_sum_of_squares
 from .tensors import (being_differentiated, cast_like, convert, dense_spec, is_float, is_tensor,
                       ones_like, static_shape, tensor_value)
+from .variables import watching_reads
 from .vjp import float64_scope, recomputation_inputs, vjp_flat
 
 __all__ = ["HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN", "being_differentiated",
            "call", "call_with_tf_variables", "cast_like", "convert", "float64_scope", "is_float",
            "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs", "sees_closures", "spec",
-           "static_shape", "tensor_value", "vjp_flat", "zeros"]
+           "static_shape", "tensor_value", "vjp_flat", "watching_reads", "zeros"]
 
 # capabilities (see _contract.py)
 HAS_AUTODIFF = True

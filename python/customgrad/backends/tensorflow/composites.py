@@ -82,18 +82,15 @@ def refuse_other_composite_outputs(f, output, out_leaves):
             return
 
 
-def upstream_leaves(backward, cotangents, positions=None):
-    """The tape's cotangents (one per output tensor, at `positions` among f's output leaves;
-    None: at every leaf) as grad_fn's upstream leaves: ragged and sparse outputs get ragged and
-    sparse upstreams; a tf.IndexedSlices (an output read through tf.gather) is made dense, as
-    upstreams are on every backend; an output leaf that is no tensor (None) gets None."""
-    if positions is not None and len(positions) < len(backward.output_specs):
-        full = [None] * len(backward.output_specs)
-        for j, ct in zip(positions, cotangents):
-            full[j] = ct
-        cotangents = full
+def upstream_leaves(link, cotangents):
+    """The tape's cotangents (one per output `link` linked) as grad_fn's upstream leaves:
+    ragged and sparse outputs get ragged and sparse upstreams; a tf.IndexedSlices (an output
+    read through tf.gather) is made dense, as upstreams are on every backend."""
+    specs = link.backward.output_specs
+    if link.outputs is not None:
+        specs = [specs[j] for j in link.outputs]
     leaves = []
-    for s, ct in zip(backward.output_specs, cotangents):
+    for s, ct in zip(specs, cotangents):
         composite = isinstance(s, CompositeSpec)
         if isinstance(ct, tf.IndexedSlices):
             ct = _dense(ct, s.values if composite else s)

@@ -13,10 +13,9 @@ from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accum
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 
 from ... import _forward
-from ..._variables import recording
-from .grad_fn import gradients, record_on_tapes, tf_grad_fn
+from .grad_fn import custom_gradient_grad, record_on_tapes
 from .tensors import is_float
-from .variables import loss_error, variables_read
+from .variables import grad_fn_variables, loss_error
 
 
 def has_tangents(tensors) -> bool:
@@ -24,19 +23,21 @@ def has_tangents(tensors) -> bool:
     return bool(pywrap_tfe.TFE_Py_PackJVPs(list(tensors))[1])
 
 
-def check_linear(backward, out_leaves, concrete, variables=(), var_values=()):
+def check_linear(link, out_leaves, concrete):
     """Forward mode is derived from grad_fn: refuses a grad_fn that is not linear in upstream
-    (marked, or, on concrete values, failing the probe, which calls grad_fn as the backward
-    does: with the variables f read)."""
+    (marked, or, on concrete values, failing the probe, which calls grad_fn through `link` as
+    the backward does: with the variables f read)."""
+    backward = link.backward
     float_outputs = [o for o in out_leaves if tf.is_tensor(o) and is_float(o)]
     rule = None
     if concrete and len(float_outputs) == len(out_leaves) and all(
             o.dtype.is_floating and o.shape.is_fully_defined() for o in float_outputs):
+        n_inputs = len(backward.input_specs)
+
         def rule(us):
             with record.stop_recording():
-                grads = backward([tf.constant(u, o.dtype) for u, o in zip(us, float_outputs)],
-                                 variables, var_values)[0]
-            return [None if g is None else g.numpy() for g in grads]
+                grads = link([tf.constant(u, o.dtype) for u, o in zip(us, float_outputs)])
+            return [None if g is None else g.numpy() for g in grads[:n_inputs]]
     _forward.check_linear(backward.f, backward.grad_fn, rule,
                           [tuple(o.shape) for o in float_outputs])
 
@@ -51,27 +52,20 @@ def call_graph_forward_mode(arguments, tf_variables):
     inside the function uses grad_fn. The graph itself still carries tf.custom_gradient's
     gradient, for a tape outside the tf.function.
     """
-    captured = {}
+    link = out_leaves = None  # this call's, once f ran inside tf.custom_gradient
 
     @tf.custom_gradient
     def forward(*tensors):
-        with record.VariableWatcher() as watcher, recording() as rec:
-            _, out_leaves, backward = arguments.forward(tensors)
-        if rec.losses_added:
+        nonlocal link, out_leaves
+        _, out_leaves, backward = arguments.forward(tensors)
+        if backward.reads.losses_added:
             raise loss_error(arguments.f)
         out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
-        variables, var_values = variables_read(rec, watcher, arguments.leaves, tf_variables)
-        captured.update(backward=backward, variables=variables, var_values=var_values,
-                        out_leaves=out_leaves)
-
-        def backward_fn(cotangents, wanted):
-            return gradients(backward, cotangents, variables, var_values, wanted)
-
-        return out_leaves, tf_grad_fn(backward_fn, len(tensors))
+        link = backward.link(variables=grad_fn_variables(backward.reads, tf_variables))
+        return out_leaves, custom_gradient_grad(link)
 
     results = forward(*arguments.tensor_values)
-    backward = captured["backward"]
-    check_linear(backward, captured["out_leaves"], concrete=False)
-    outputs = record_on_tapes(backward, results, arguments.tensor_values, captured["variables"],
-                              captured["var_values"])
-    return backward.rebuild(outputs)
+    check_linear(link, out_leaves, concrete=False)
+    outputs = record_on_tapes(link.wanting(link.variable_values), results,
+                              arguments.tensor_values)
+    return link.backward.rebuild(outputs)

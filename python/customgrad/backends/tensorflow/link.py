@@ -14,14 +14,13 @@ from tensorflow.python.eager import record  # no public API stops recording on e
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
 
 from ... import _messages as msg
-from ..._variables import recording
 from .composites import (component, has_composite, refuse_other_composite_args,
                          refuse_other_composite_outputs, upstream_leaves, with_component)
 from .forward_mode import call_graph_forward_mode, check_linear, has_tangents
-from .grad_fn import gradients, record_on_tapes, tf_grad_fn
+from .grad_fn import custom_gradient_grad, record_on_tapes
 from .hidden_inputs import probe, refuse_used, watched_reachable
 from .tensors import being_differentiated
-from .variables import loss_error, variables_read
+from .variables import grad_fn_variables, loss_error
 
 
 def call(arguments):
@@ -55,31 +54,27 @@ def _call(arguments, tf_variables):
             raise msg.tf_composite_forward_mode(arguments.f)
         return call_graph_forward_mode(arguments, tf_variables)
     values = arguments.tensor_values
-    captured = {}  # the Backward, for the output's structure
+    link = out_leaves = None  # this call's, once f ran inside tf.custom_gradient
 
     @tf.custom_gradient
     def forward(*tensors):
+        nonlocal link, out_leaves
         if first_order_only:
             tensors = _unwatched(tensors)
         if composite_inputs:
             tensors = [with_component(v, t) for v, t in zip(values, tensors)]
         hidden = watched_reachable(arguments.f, tape_inputs)
-        with probe(hidden) as tape, record.VariableWatcher() as watcher, recording() as rec:
+        with probe(hidden) as tape:
             output, out_leaves, backward = arguments.forward(tensors)
         refuse_used(arguments.f, tape, hidden, out_leaves)
         refuse_other_composite_outputs(arguments.f, output, out_leaves)
-        if rec.losses_added and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
+        if (backward.reads.losses_added
+                and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE):
             raise loss_error(arguments.f)
-        positions = tensor_positions(backward)
-        captured["backward"], captured["leaves"] = backward, out_leaves
-        out_leaves = [tf.convert_to_tensor(component(out_leaves[j])) for j in positions]
-        variables, var_values = variables_read(rec, watcher, arguments.leaves, tf_variables)
-
-        def backward_fn(cotangents, wanted):
-            return gradients(backward, upstream_leaves(backward, cotangents, positions),
-                             variables, var_values, wanted)
-
-        return out_leaves, tf_grad_fn(backward_fn, len(tape_inputs))
+        link = backward.link(tensor_positions(backward),
+                             variables=grad_fn_variables(backward.reads, tf_variables))
+        outputs = [tf.convert_to_tensor(component(out_leaves[j])) for j in link.outputs]
+        return outputs, custom_gradient_grad(link)
 
     try:
         outputs = forward(*tape_inputs)
@@ -89,9 +84,8 @@ def _call(arguments, tf_variables):
         if "ResourceVariable" not in str(error):
             raise
         raise msg.tf_reference_variable(arguments.f) from error
-    backward = captured["backward"]
-    return _rebuild(backward, captured["leaves"], outputs,
-                    [backward.output_specs[j] for j in tensor_positions(backward)])
+    specs = link.backward.output_specs
+    return _rebuild(link, out_leaves, outputs, [specs[j] for j in link.outputs])
 
 
 def tensor_positions(backward) -> list:
@@ -100,13 +94,14 @@ def tensor_positions(backward) -> list:
     return [j for j, s in enumerate(backward.output_specs) if s is not None]
 
 
-def _rebuild(backward, leaves, outputs, like):
-    """f's output with `outputs` (each a flat component, for the tensor leaves, in order) in
-    it; `like`: what each one was (a spec or a tensor), to rebuild ragged and sparse ones."""
+def _rebuild(link, leaves, outputs, like):
+    """f's output with `outputs` (each a flat component, for the leaves the link linked, in
+    order) in it; `like`: what each one was (a spec or a tensor), to rebuild ragged and sparse
+    ones."""
     leaves = list(leaves)
-    for j, o, t in zip(tensor_positions(backward), like, outputs):
+    for j, o, t in zip(link.outputs, like, outputs):
         leaves[j] = with_component(o, t)
-    return backward.rebuild(leaves)
+    return link.backward.rebuild(leaves)
 
 
 def _recorded(leaves) -> bool:
@@ -145,26 +140,26 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
     if first_order_only:
         values = [with_component(v, t) for v, t in zip(values, _unwatched(tape_inputs))]
     hidden = watched_reachable(f, tape_inputs)
-    with probe(hidden) as tape, record.VariableWatcher() as watcher, recording() as rec:
+    with probe(hidden) as tape:
         output, out_leaves, backward = arguments.forward(values)
     refuse_used(f, tape, hidden, out_leaves)
     refuse_other_composite_outputs(f, output, out_leaves)
-    if rec.losses_added and first_order_only:
+    reads = backward.reads
+    if reads.losses_added and first_order_only:
         raise loss_error(f)
-    variables, var_values = variables_read(rec, watcher, arguments.leaves, tf_variables)
-    if not variables and _recorded(out_leaves) and (first_order_only
-                                                    or not _recorded(tape_inputs)):
+    if not reads.variables and _recorded(out_leaves) and (first_order_only
+                                                          or not _recorded(tape_inputs)):
         # f ran on unwatched inputs (copies, or inputs no tape watches) and read no variable,
         # yet a tape records its outputs: f used a tensor being differentiated that it did not
         # receive (one computed from a variable before f ran, read through an object), whose
         # gradient would be dropped without a word
         raise msg.hidden_input(f)
+    link = backward.link(tensor_positions(backward),
+                         variables=grad_fn_variables(reads, tf_variables), wanted=reads.values)
     if has_tangents(tape_inputs):
-        check_linear(backward, out_leaves, True, variables, var_values)
-    if not arguments.tensor_values and not variables:
+        check_linear(link, out_leaves, True)
+    if not arguments.tensor_values and not reads.variables:
         return output  # nothing to differentiate: f's ops stay recorded as they ran
-    positions = tensor_positions(backward)
-    tensors = [out_leaves[j] for j in positions]
-    outputs = record_on_tapes(backward, [component(o) for o in tensors], tape_inputs,
-                              variables, var_values, positions)
-    return _rebuild(backward, out_leaves, outputs, tensors)
+    tensors = [out_leaves[j] for j in link.outputs]
+    outputs = record_on_tapes(link, [component(o) for o in tensors], tape_inputs)
+    return _rebuild(link, out_leaves, outputs, tensors)

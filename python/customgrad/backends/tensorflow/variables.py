@@ -13,44 +13,33 @@ keras.Variable, it gets a CustomGradientError that says so, caused by the origin
 from __future__ import annotations
 
 import keras
+from tensorflow.python.eager import record  # no public API watches variable reads
 
 from ... import _messages as msg
 from ..._messages import CustomGradientError
 
 
-def variables_read(rec, watcher, arguments, tf_variables=False) -> tuple[list, list]:
-    """The variables f read, without duplicates, and their raw values: the trainable
-    floating-point keras.Variables Keras recorded (`rec`), in the order of their first read, then
-    the trainable floating-point tf.Variables (a tf.Module's, or any other) TensorFlow's variable
-    watcher saw, as tf.custom_gradient finds them. A tf.Variable's raw value is itself, and a
-    tf.Variable passed to f as an argument is no hidden read. grad_fn gets the variables as they
-    are: a keras.Variable, not the tf.Variable it holds, unless `tf_variables`: then the
-    variables are the raw values, the tf.Variables tf.custom_gradient passes.
+def watching_reads():
+    """TensorFlow's variable watcher, which the core opens around f beside Keras's recorder: it
+    sees the trainable tf.Variables f reads (a tf.Module's, or any other), as tf.custom_gradient
+    finds them. grad_fn gets the keras.Variables first, in the order of their first read, then
+    the tf.Variables no keras.Variable holds; a tf.Variable's raw value is itself.
 
     >>> import keras, tensorflow as tf
-    >>> from tensorflow.python.eager import record
-    >>> from customgrad._variables import recording
+    >>> from customgrad import _call
+    >>> from customgrad.backends import tensorflow as backend
     >>> v, k = tf.Variable(2.0), keras.Variable(1.0)
-    >>> with record.VariableWatcher() as watcher, recording() as rec:
-    ...     _ = v * 3.0 + k
-    >>> variables_read(rec, watcher, ())[0] == [k, v]
-    True
-    >>> variables_read(rec, watcher, (), tf_variables=True)[0] == [k.value, v]
-    True
+    >>> _, reads = _call.run_reading(backend, lambda: v * 3.0 + k, ())
+    >>> reads.variables == [k, v], reads.values == [k.value, v]
+    (True, True)
     """
-    watched = watcher.watched_variables()
-    if not watched:
-        return rec.raw_values if tf_variables else rec.variables, rec.raw_values
-    variables, values = list(rec.variables), list(rec.raw_values)
-    # a keras.Variable's raw value is the tf.Variable TensorFlow watched
-    known = {id(v) for v in values}
-    known.update(id(leaf) for leaf in arguments)
-    for v in watched:  # TensorFlow watches trainable variables only
-        if id(v) not in known and (v.dtype.is_floating or v.dtype.is_complex):
-            known.add(id(v))
-            variables.append(v)
-            values.append(v)
-    return values if tf_variables else variables, values
+    return record.VariableWatcher()
+
+
+def grad_fn_variables(reads, tf_variables: bool) -> list:
+    """What grad_fn receives in `variables=`: the variables f read as they are, or, with
+    `tf_variables`, their raw values (the tf.Variables tf.custom_gradient passes)."""
+    return reads.values if tf_variables else reads.variables
 
 
 def keras_variables_error(f, variables, error) -> CustomGradientError | None:

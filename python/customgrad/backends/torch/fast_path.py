@@ -13,11 +13,10 @@ import torch
 
 from torch.autograd import forward_ad
 
-from ..._call import Arguments, PositionalBackward
+from ..._call import Arguments, positional_link, run_reading
 from ..._spec import TensorSpec
-from ..._variables import recording
-from .hidden_inputs import check_versions, closure_versions, hidden_tensors, next_node_number
-from .link import link, link_apply
+from .hidden_inputs import hidden_tensors, next_node_number
+from .link import guard, link, link_apply
 
 # the package, whose names are the backend helpers the core's checks use
 _BACKEND = sys.modules[__package__]
@@ -40,31 +39,23 @@ def call_positional(f, args):
     if not _plain_call(f, args):
         return None
     start = next_node_number()
-    with recording() as rec:
-        result = f(*args)
+    result, reads = run_reading(_BACKEND, f, args)
     outputs = _float_outputs(result)
-    hidden = (None if outputs is None or rec.variables
+    hidden = (None if outputs is None or reads.variables
               else hidden_tensors(outputs, args, (), start, f))
     if hidden is None or hidden:
         arguments = Arguments(f, args, {}, _BACKEND, tensors_only=True)
-        return link(arguments, rec, *arguments.accept(result), start, hidden)
+        return link(arguments, *arguments.accept(result, reads), start, hidden)
     output, grad_fn = result
     del result
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
-    backward = PositionalBackward(
-        f, grad_fn, _BACKEND, [TensorSpec(a.shape, a.dtype, a.device, True) for a in args],
-        container)
     del output
-    versions = closure_versions(grad_fn)
-
-    def backward_fn(cotangents):
-        if versions:
-            check_versions(versions, f)
-        return backward(cotangents)[0]
-
+    specs = [TensorSpec(a.shape, a.dtype, a.device, True) for a in args]
+    call_link = positional_link(f, grad_fn, _BACKEND, specs, len(outputs), container,
+                                guard(f, grad_fn))
     outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
-    linked = link_apply(backward_fn, outputs, *[_unwrap_if_dead(a) for a in args])
+    linked = link_apply(call_link, outputs, *[_unwrap_if_dead(a) for a in args])
     return linked[0] if container is None else container(linked)
 
 

@@ -28,18 +28,18 @@ class DualLink(torch.autograd.Function):
     grad_fn. Only calls with dual tensors use it, so `_Link` stays as cheap as it was."""
 
     @staticmethod
-    def forward(ctx, backward_fn, outputs, *inputs):
-        ctx.backward_fn = backward_fn
+    def forward(ctx, link, outputs, *inputs):
+        ctx.link = link
         ctx.meta = ([meta(o) for o in outputs], [meta(t) for t in inputs])
         return tuple(outputs)
 
     @staticmethod
     def backward(ctx, *cotangents):
-        return (None, None) + tuple(ctx.backward_fn(list(cotangents)))
+        return (None, None) + tuple(ctx.link(list(cotangents)))
 
     @staticmethod
-    def jvp(ctx, _backward_fn, _outputs, *tangents):
-        return derived_jvp(ctx.backward_fn, *ctx.meta, tangents)
+    def jvp(ctx, _link, _outputs, *tangents):
+        return derived_jvp(ctx.link, *ctx.meta, tangents)
 
 
 def meta(t) -> tuple:
@@ -47,18 +47,18 @@ def meta(t) -> tuple:
     return t.shape, t.dtype, t.device
 
 
-def derived_jvp(backward_fn, out_meta, in_meta, tangents):
-    """J v for the input tangents `tangents` (None: zero): the VJP of the backward (grad_fn,
-    linear in the cotangents) applied to them, through torch.func.vjp, which nests in every
-    transform and keeps the result differentiable (reverse over forward)."""
-    f, grad_fn = backward_fn.forward_info
+def derived_jvp(link, out_meta, in_meta, tangents):
+    """J v for the input tangents `tangents` (None: zero): the VJP of the backward (`link`, a
+    `_call.Link`: grad_fn, linear in the cotangents) applied to them, through torch.func.vjp,
+    which nests in every transform and keeps the result differentiable (reverse over forward)."""
+    f, grad_fn = link.backward.f, link.backward.grad_fn
     # the probe reads values: not under torch.func transforms (wrapped tensors) or compiling
     concrete = not (torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling())
-    _forward.check_linear(f, grad_fn, _numpy_rule(backward_fn, out_meta) if concrete else None,
+    _forward.check_linear(f, grad_fn, _numpy_rule(link, out_meta) if concrete else None,
                           [tuple(m[0]) for m in out_meta])
 
     def rule(*cotangents):
-        grads = backward_fn(list(cotangents))
+        grads = link(list(cotangents))
         return tuple(_zeros(m) if g is None else g for g, m in zip(grads, in_meta))
 
     _, back = torch.func.vjp(rule, *[_zeros(m) for m in out_meta])
@@ -70,14 +70,14 @@ def _zeros(meta):
     return torch.zeros(meta[0], dtype=meta[1], device=meta[2])
 
 
-def _numpy_rule(backward_fn, out_meta):
+def _numpy_rule(link, out_meta):
     """The backward on numpy cotangents, for the linearity probe."""
     if any(m[1].is_complex for m in out_meta):
         return None
 
     def rule(cotangents):
         with torch.no_grad():
-            grads = backward_fn([torch.as_tensor(u, dtype=m[1], device=m[2])
+            grads = link([torch.as_tensor(u, dtype=m[1], device=m[2])
                                  for u, m in zip(cotangents, out_meta)])
         return [None if g is None else g.detach().cpu().numpy() for g in grads]
 

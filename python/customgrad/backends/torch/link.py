@@ -11,7 +11,6 @@ from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
 from ... import _messages as msg
 from ..._convention import inspect_grad_fn
-from ..._variables import recording
 from .forward_mode import DualLink, derived_jvp, has_tangents, meta
 from .hidden_inputs import (
     check_versions, closure_versions, hidden_tensors, hidden_leaves_error, next_node_number)
@@ -28,21 +27,21 @@ class _Link(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, backward_fn, outputs, *inputs):
-        ctx.backward_fn = backward_fn
+    def forward(ctx, link, outputs, *inputs):
+        ctx.link = link
         return tuple(outputs)
 
     @staticmethod
     def backward(ctx, *cotangents):
-        backward_fn = ctx.backward_fn
-        if backward_fn is None:
+        link = ctx.link
+        if link is None:
             raise msg.torch_second_backward()
         if not torch.compiler.is_compiling() and not _keep_graph():
             # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
             # tensors it holds, often a previous layer's output) goes now, not when the whole
             # graph does; else one more activation is alive at the backward's peak.
-            ctx.backward_fn = None
-        return (None, None) + tuple(backward_fn(list(cotangents)))
+            ctx.link = None
+        return (None, None) + tuple(link(list(cotangents)))
 
 
 def _functorch_link_eagerly(*args):
@@ -72,30 +71,29 @@ class _FunctorchLink(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(backward_fn, n_outputs, *tensors):
+    def forward(link, n_outputs, *tensors):
         return tuple(tensors[i].view_as(tensors[i]) for i in range(n_outputs))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.backward_fn, ctx.n_outputs = inputs[0], inputs[1]
+        ctx.link, ctx.n_outputs = inputs[0], inputs[1]
         # for jvp: shapes only (holding the tensors would keep the inputs alive until backward)
         ctx.meta = [meta(t) for t in inputs[2:]]
 
     @staticmethod
     def backward(ctx, *cotangents):
-        grads = ctx.backward_fn(list(cotangents))
+        grads = ctx.link(list(cotangents))
         return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
 
     @staticmethod
-    def jvp(ctx, _backward_fn, _n_outputs, *tangents):
+    def jvp(ctx, _link, _n_outputs, *tangents):
         # (torch.func.jvp, jacfwd, hessian) the outputs' own tangents are f's derivative: unused
         if sum([i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()]) > 1:
             # torch runs an autograd.Function's jvp without differentiating it: forward over
             # forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
-            f = ctx.backward_fn.forward_info[0]
-            raise msg.torch_forward_over_forward(f)
+            raise msg.torch_forward_over_forward(ctx.link.backward.f)
         n = ctx.n_outputs
-        return derived_jvp(ctx.backward_fn, ctx.meta[:n], ctx.meta[n:], tangents[n:])
+        return derived_jvp(ctx.link, ctx.meta[:n], ctx.meta[n:], tangents[n:])
 
 
 def _requires_grad(t) -> bool:
@@ -105,15 +103,13 @@ def _requires_grad(t) -> bool:
 def call(arguments):
     dual = has_tangents(arguments.tensor_values)
     start = None if torch.compiler.is_compiling() else next_node_number()
-    with recording() as rec:
-        forward = arguments.forward(arguments.tensor_values)
-    return link(arguments, rec, *forward, start, dual=dual)
+    return link(arguments, *arguments.forward(arguments.tensor_values), start, dual=dual)
 
 
-def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=False):
+def link(arguments, output, out_leaves, backward, start, hidden=None, dual=False):
     """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
-    `_Link`, whose backward runs grad_fn (`backward`, a `_call.Backward`); returns the output
-    (f's `output`, when nothing needs grad).
+    `_Link`, whose backward runs grad_fn (through `backward.link(...)`, a `_call.Link`); returns
+    the output (f's `output`, when nothing needs grad).
 
     `start`: the number of the first autograd node f could have made (None under
     torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
@@ -129,12 +125,12 @@ def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=
         k for k, (t, diff) in enumerate(zip(values, arguments.differentiable))
         if diff and (transformed or dual or t.requires_grad)
     ]
-    variables, var_values = rec.variables, rec.raw_values
+    variables, var_values = backward.reads.variables, backward.reads.values
     if hidden is None and not transformed and start is not None:
         hidden = hidden_tensors(out_leaves, values, var_values, start, arguments.f)
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
-        variables, var_values = variables + hidden, var_values + hidden
+        variables, var_values = [*variables, *hidden], [*var_values, *hidden]
     wanted = [v for v in var_values if _requires_grad(v)]  # the variables autograd differentiates
     if not inputs and not wanted:
         return output
@@ -153,26 +149,33 @@ def link(arguments, rec, output, out_leaves, backward, start, hidden=None, dual=
     linked_inputs = values if len(inputs) == len(values) else [values[k] for k in inputs]
     if wanted:
         linked_inputs = linked_inputs + wanted
-    versions = closure_versions(backward.grad_fn)
-
-    def backward_fn(cotangents):  # holds the Backward (specs), not the arguments
-        if hidden and not inspect_grad_fn(backward.grad_fn).accepts_variables:
-            raise hidden_leaves_error(backward.f, backward.grad_fn, hidden)
-        if versions:
-            check_versions(versions, backward.f)
-        return backward.linked(cotangents, None if every_output else linked_outputs, inputs,
-                               variables, var_values, wanted)
-
-    if transformed or dual:
-        backward_fn.forward_info = (backward.f, backward.grad_fn)  # for the derived JVP
+    link = backward.link(None if every_output else linked_outputs, inputs, variables, var_values,
+                         wanted, guard(backward.f, backward.grad_fn, hidden))
     if transformed:
         apply = (_functorch_link_eagerly if torch.compiler.is_compiling()
                  else _FunctorchLink.apply)
-        linked = apply(backward_fn, len(outputs), *outputs, *linked_inputs)
+        linked = apply(link, len(outputs), *outputs, *linked_inputs)
     elif dual:
-        linked = DualLink.apply(backward_fn, outputs, *linked_inputs)
+        linked = DualLink.apply(link, outputs, *linked_inputs)
     else:
-        linked = _Link.apply(backward_fn, outputs, *linked_inputs)
+        linked = _Link.apply(link, outputs, *linked_inputs)
     for j, t in zip(linked_outputs, linked):
         result[j] = t
     return backward.rebuild(result)
+
+
+def guard(f, grad_fn, hidden=None):
+    """What the link checks before grad_fn runs (None: nothing): that grad_fn takes the hidden
+    leaves f read (in `variables=`), and that the tensors its closure holds were not changed in
+    place since the forward."""
+    versions = closure_versions(grad_fn)
+    if not hidden and not versions:
+        return None
+
+    def check():
+        if hidden and not inspect_grad_fn(grad_fn).accepts_variables:
+            raise hidden_leaves_error(f, grad_fn, hidden)
+        if versions:
+            check_versions(versions, f)
+
+    return check
