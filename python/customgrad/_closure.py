@@ -1,7 +1,8 @@
 """What a function reaches without receiving it as an argument: the objects it closes over, the
-globals it names and the object a bound method belongs to. The backends look there for tensors
-being differentiated that f reads through an object (a module's or a layer's attribute), whose
-gradients grad_fn would otherwise drop.
+globals it names and the object a bound method belongs to (`objects_of`), and the tensors among
+them (`tensors_reachable`). The backends look there for tensors being differentiated that f
+reads through an object (a module's or a layer's attribute), whose gradients grad_fn would
+otherwise drop.
 
 >>> scale = 2.0
 >>> def f(x):
@@ -32,3 +33,33 @@ def objects_of(*fns) -> list:
         scope = getattr(fn, "__globals__", {})
         objects.extend((name, scope[name]) for name in code.co_names if name in scope)
     return objects
+
+
+def tensors_reachable(fns, is_tensor, more=None) -> list:
+    """(name, tensor) for the tensors the functions reach through what they close over, the
+    globals they name or their `self`: one of those, an element of one that is a list, tuple or
+    dict, or an attribute of one; `more(name, obj)`: further (name, tensor) pairs a backend
+    finds in an object (a torch module's parameters).
+
+    >>> import numpy as np
+    >>> weights = [np.ones(2)]
+    >>> def f(x):
+    ...     return x * weights[0]
+    >>> [name for name, _ in tensors_reachable([f], lambda x: isinstance(x, np.ndarray))]
+    ['weights[0]']
+    """
+    found = []
+    for name, obj in objects_of(*fns):
+        if is_tensor(obj):
+            found.append((name, obj))
+            continue
+        if isinstance(obj, (list, tuple, dict)):
+            pairs = obj.items() if isinstance(obj, dict) else enumerate(obj)
+            found.extend((f"{name}[{key!r}]", value) for key, value in pairs if is_tensor(value))
+        else:
+            attributes = getattr(obj, "__dict__", None) or {}
+            found.extend((f"{name}.{key}", value) for key, value in attributes.items()
+                         if is_tensor(value))
+        if more is not None:
+            found.extend(more(name, obj))
+    return found

@@ -76,7 +76,7 @@ PRIVATE_APIS = [
                "the tapes that watch the call, seen by a tape f opens"),
     PrivateAPI("torch", "torch", "_C._FunctionBase.apply",
                "the fast path applies its autograd.Function through the C base's apply "
-               "(`super(torch.autograd.Function, _Link).apply`), skipping Function.apply's "
+               "(`super(torch.autograd.Function, LinkFunction).apply`), skipping Function.apply's "
                "argument binding for setup_context and functorch unwrapping, neither of which "
                "it uses"),
     PrivateAPI("rpytools", "rpytools.call", "make_python_function",

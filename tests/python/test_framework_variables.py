@@ -616,16 +616,32 @@ def test_torch_view_of_a_flat_parameter_read_inside_f_passes_grad_fns_gradient_o
 @pytest.mark.backends("torch")
 def test_torch_computed_tensor_customgrad_cannot_find_is_an_error_naming_its_op():
     flat = torch.nn.Parameter(torch.ones(4, device=torch_device()))
-    hidden_in_a_list = [flat[:2] * 3.0]  # no object f closes over holds it as an attribute
+    # deeper than one container: no object f closes over holds it as an attribute or element
+    hidden_deeper = {"weights": [flat[:2] * 3.0]}
 
     @customgrad.custom_gradient
     def f(x):
-        return x * hidden_in_a_list[0], lambda dy, variables=None: (dy, [])
+        return x * hidden_deeper["weights"][0], lambda dy, variables=None: (dy, [])
 
     with pytest.raises(CustomGradientError, match=re.escape(
             "computed before it ran, without receiving them as arguments (its outputs depend "
             "on them through MulBackward0)")):
         f(torch.ones(2, requires_grad=True, device=torch_device()))
+
+
+@pytest.mark.backends("torch")
+def test_torch_computed_tensor_in_a_list_f_closes_over_gets_grad_fns_gradient():
+    flat = torch.nn.Parameter(torch.ones(4, device=torch_device()))
+    weights = [flat[:2] * 3.0]  # an element of a list f closes over, as on tensorflow
+
+    @customgrad.custom_gradient
+    def f(x):
+        w = weights[0]
+        return x * w, lambda dy, variables=None: (dy * w, [dy * x * 10.0])
+
+    f(torch.tensor([1.0, 2.0], requires_grad=True, device=torch_device())).sum().backward()
+    # grad_fn's gradient for the view (10 x), passed on through `* 3.0` to the flat parameter
+    np.testing.assert_array_equal(npy(flat.grad), [30.0, 60.0, 0.0, 0.0])
 
 
 @pytest.mark.backends("torch")

@@ -5,7 +5,8 @@ the flat tensor leaves. customgrad adds the calling convention, the structures a
 This module is the backend contract's face (`backends/_contract.py`): every name the core reads
 is defined or imported here. Behind it, one module per concern:
 
-* `tensors.py`: dense values (which leaves are tensors, their specs, conversions);
+* `tensors.py`: dense values (which leaves are tensors, their specs, conversions, unwatched
+  copies of the inputs f runs on where nothing differentiates its intermediates);
 * `composites.py`: tf.RaggedTensor and tf.SparseTensor, one value for f and grad_fn and one
   tensor (the one that carries its gradient) for the tape;
 * `variables.py`: the variables f reads, which grad_fn receives (keras.Variables, or their

@@ -14,34 +14,24 @@ import contextlib
 import tensorflow as tf
 
 from ... import _messages as msg
-from ..._closure import objects_of
+from ..._closure import tensors_reachable
 from .tensors import being_differentiated
 
 
 def watched_reachable(f, inputs) -> list:
-    """(name, tensor) for the floating-point tensors a tape watches that f reaches through
-    what it closes over, the globals it names or its `self`: one of those, an element of one
-    that is a list, tuple or dict, or an attribute of one; `inputs` (the call's own tensors)
-    left out."""
+    """(name, tensor) for the floating-point tensors a tape watches that f reaches (see
+    `_closure.tensors_reachable`); `inputs` (the call's own tensors) left out."""
     skip = {id(t) for t in inputs}
     found = []
-    for name, obj in objects_of(f):
-        if isinstance(obj, tf.Tensor):  # a global (closed-over ones the core refuses first)
-            items = [(name, obj)]
-        elif isinstance(obj, (list, tuple, dict)):
-            pairs = obj.items() if isinstance(obj, dict) else enumerate(obj)
-            items = [(f"{name}[{key!r}]", value) for key, value in pairs
-                     if isinstance(value, tf.Tensor)]
-        else:
-            attributes = getattr(obj, "__dict__", None) or {}
-            items = [(f"{name}.{key}", value) for key, value in attributes.items()
-                     if isinstance(value, tf.Tensor)]
-        for label, tensor in items:
-            if id(tensor) not in skip and tensor.dtype.is_floating \
-                    and being_differentiated(tensor):
-                skip.add(id(tensor))
-                found.append((label, tensor))
+    for name, tensor in tensors_reachable([f], _is_dense):
+        if id(tensor) not in skip and tensor.dtype.is_floating and being_differentiated(tensor):
+            skip.add(id(tensor))
+            found.append((name, tensor))
     return found
+
+
+def _is_dense(x) -> bool:
+    return isinstance(x, tf.Tensor)
 
 
 def probe(candidates):
@@ -49,18 +39,14 @@ def probe(candidates):
     (entered, it gives None)."""
     if not candidates:
         return contextlib.nullcontext()
-    return _WatchingTape(candidates)
+    return _watching([t for _, t in candidates])
 
 
-class _WatchingTape(tf.GradientTape):
-    def __init__(self, candidates):
-        super().__init__(watch_accessed_variables=False)
-        self.candidates = [t for _, t in candidates]
-
-    def __enter__(self):
-        tape = super().__enter__()
-        tape.watch(self.candidates)
-        return tape
+@contextlib.contextmanager
+def _watching(tensors):
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(tensors)
+        yield tape
 
 
 def refuse_used(f, tape, candidates, outputs) -> None:

@@ -15,11 +15,11 @@ from tensorflow.python.ops import gradients_util  # ... or tells whether a tape 
 
 from ... import _messages as msg
 from .composites import (component, has_composite, refuse_other_composite_args,
-                         refuse_other_composite_outputs, upstream_leaves, with_component)
+                         refuse_other_composite_outputs, with_component)
 from .forward_mode import call_graph_forward_mode, check_linear, has_tangents
 from .grad_fn import custom_gradient_grad, record_on_tapes
 from .hidden_inputs import probe, refuse_used, watched_reachable
-from .tensors import being_differentiated
+from .tensors import being_differentiated, unwatched
 from .variables import grad_fn_variables, loss_error
 
 
@@ -60,7 +60,7 @@ def _call(arguments, tf_variables):
     def forward(*tensors):
         nonlocal link, out_leaves
         if first_order_only:
-            tensors = _unwatched(tensors)
+            tensors = unwatched(tensors)
         if composite_inputs:
             tensors = [with_component(v, t) for v, t in zip(values, tensors)]
         hidden = watched_reachable(arguments.f, tape_inputs)
@@ -108,26 +108,6 @@ def _recorded(leaves) -> bool:
     return any(isinstance(t, tf.Tensor) and being_differentiated(t) for t in leaves)
 
 
-def _unwatched(tensors) -> list:
-    """The tensors (flat components), as new tensors of the same buffers (nothing is copied)
-    that no tape or accumulator watches.
-
-    f runs on them where nothing will differentiate its intermediates: the tapes that watch the
-    call's inputs do not record f's operations on them, while a tape f opens itself and watches
-    them with records them as it does under tf.custom_gradient. (Stopping all recording while f
-    runs would silence that tape too: TensorFlow stops every tape on the thread at once, and has
-    no API that lists the tapes to stop only those.) Variables f reads are still seen by the
-    tapes that watch accessed variables, as under tf.custom_gradient; what they record of f is
-    dropped when f's tensors go, and never reaches the gradient, which comes from grad_fn.
-    """
-    if tf.executing_eagerly():
-        # a new handle on the same device shares the buffer; unlike tf.identity (an op, six
-        # times the cost) it is recorded nowhere
-        return [t._copy_nograd(device_name=t.device) for t in tensors]
-    with record.stop_recording():
-        return [tf.identity(t) for t in tensors]
-
-
 def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
@@ -138,7 +118,7 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
         return output
     values = arguments.tensor_values
     if first_order_only:
-        values = [with_component(v, t) for v, t in zip(values, _unwatched(tape_inputs))]
+        values = [with_component(v, t) for v, t in zip(values, unwatched(tape_inputs))]
     hidden = watched_reachable(f, tape_inputs)
     with probe(hidden) as tape:
         output, out_leaves, backward = arguments.forward(values)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accumulator watches
+from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.framework.composite_tensor import CompositeTensor
 
 from ..._spec import TensorSpec
@@ -86,3 +87,23 @@ def cast_like(grad, like):
 
 def ones_like(x):
     return tf.ones_like(x)
+
+
+def unwatched(tensors) -> list:
+    """The tensors (flat components), as new tensors of the same buffers (nothing is copied)
+    that no tape or accumulator watches.
+
+    f runs on them where nothing will differentiate its intermediates: the tapes that watch the
+    call's inputs do not record f's operations on them, while a tape f opens itself and watches
+    them with records them as it does under tf.custom_gradient. (Stopping all recording while f
+    runs would silence that tape too: TensorFlow stops every tape on the thread at once, and has
+    no API that lists the tapes to stop only those.) Variables f reads are still seen by the
+    tapes that watch accessed variables, as under tf.custom_gradient; what they record of f is
+    dropped when f's tensors go, and never reaches the gradient, which comes from grad_fn.
+    """
+    if tf.executing_eagerly():
+        # a new handle on the same device shares the buffer; unlike tf.identity (an op, six
+        # times the cost) it is recorded nowhere
+        return [t._copy_nograd(device_name=t.device) for t in tensors]
+    with record.stop_recording():
+        return [tf.identity(t) for t in tensors]

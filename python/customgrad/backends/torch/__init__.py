@@ -10,12 +10,13 @@ This package is the backend's face: the names of the contract (`backends/_contra
 nothing else. Behind it, one module per concern:
 
 * `tensors`: what a torch tensor is to the core (specs, zeros, conversions, dtype checks).
-* `link`: the general call (`call`) and the autograd.Functions that link f's outputs to its
-  inputs with grad_fn as their backward.
+* `link`: the general call (`call`): f's outputs linked to its inputs through the call's
+  `_call.Link`, and what the link checks before grad_fn runs (`guard`: the hidden parameters
+  grad_fn must take, the tensors its closure holds, unchanged in place since the forward).
+* `functions`: the autograd.Functions whose backward is the link.
 * `fast_path`: `call_positional`, the eager call on positional tensors, in one pass.
 * `hidden_inputs`: what a call depends on without receiving it: the parameters f reads (the
-  autograd walk that finds them, and their names for messages) and the tensors grad_fn's
-  closure holds (checked for changes in place before the backward).
+  autograd walk that finds them, and their names for messages).
 * `forward_mode`: dual tensors (torch.autograd.forward_ad) and the JVP derived from grad_fn.
 * `replicas`: one device's gradient norm, from one rank of DDP or FSDP.
 * `vjp`: `vjp_flat` and `recomputation_inputs`, for customgrad.vjp/jvp, the gradient checker

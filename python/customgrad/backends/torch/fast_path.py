@@ -16,7 +16,8 @@ from torch.autograd import forward_ad
 from ..._call import Arguments, positional_link, run_reading
 from ..._spec import TensorSpec
 from .hidden_inputs import hidden_tensors, next_node_number
-from .link import guard, link, link_apply
+from .functions import link_apply
+from .link import guard, link
 
 # the package, whose names are the backend helpers the core's checks use
 _BACKEND = sys.modules[__package__]

@@ -1,5 +1,5 @@
 """Forward mode: calls on dual tensors (torch.autograd.forward_ad) and the JVP derived from
-grad_fn, which `DualLink` and the torch.func form of the link (`link._FunctorchLink`) use.
+grad_fn, which `DualLink` and the torch.func form of the link (`functions.FunctorchLinkFunction`) use.
 
 f's own ops would give f's derivative (NaN for log1pexp at 100); grad_fn is linear in the
 cotangents, so the VJP of the backward applied to the input tangents is J v.
@@ -24,8 +24,9 @@ def has_tangents(tensors) -> bool:
 
 
 class DualLink(torch.autograd.Function):
-    """`link._Link` for inputs that carry forward-mode tangents: its jvp derives the JVP from
-    grad_fn. Only calls with dual tensors use it, so `_Link` stays as cheap as it was."""
+    """`functions.LinkFunction` for inputs that carry forward-mode tangents: its jvp derives the
+    JVP from grad_fn. Only calls with dual tensors use it, so `LinkFunction` stays as cheap as it
+    was."""
 
     @staticmethod
     def forward(ctx, link, outputs, *inputs):

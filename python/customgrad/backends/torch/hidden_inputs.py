@@ -1,14 +1,10 @@
-"""What a call depends on without receiving it as an argument.
-
-* The tensors that require grad that f read without receiving them: a leaf (an nn.Parameter, a
-  torch module's weights), or one computed before f ran (a view of a flat parameter, as FSDP1
-  makes a module's weights). Autograd would train them with no gradient from grad_fn, so they
-  are found (`hidden_tensors`, a walk of the autograd nodes f made) and routed to grad_fn like
-  keras.Variables (a computed one then passes its gradient on to where it came from), or
-  refused by name (`hidden_leaves_error`, `msg.torch_hidden_computed`).
-* The tensors grad_fn's closure holds: as autograd checks the tensors saved for backward, the
-  backward checks that none was changed in place since the forward (`closure_versions`,
-  `check_versions`).
+"""What a call depends on without receiving it as an argument: the tensors that require grad
+that f read without receiving them, a leaf (an nn.Parameter, a torch module's weights) or one
+computed before f ran (a view of a flat parameter, as FSDP1 makes a module's weights). Autograd
+would train them with no gradient from grad_fn, so they are found (`hidden_tensors`, a walk of
+the autograd nodes f made) and routed to grad_fn like keras.Variables (a computed one then
+passes its gradient on to where it came from), or refused by name (`hidden_leaves_error`,
+`msg.torch_hidden_computed`).
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ... import _messages as msg
-from ..._closure import objects_of
+from ..._closure import objects_of, tensors_reachable
 
 next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next autograd node
 _AccumulateGrad = torch._C._functions.AccumulateGrad
@@ -97,33 +93,30 @@ def _computed_before(nodes, inputs, f) -> dict:
     if not nodes:
         return {}
     by_node = {}
-    for _, obj in objects_of(f):
-        for t in _tensors_in(obj):
-            if t.grad_fn is not None:
-                by_node.setdefault(t.grad_fn, t)
+    for _, t in tensors_reachable([f], _is_tensor, _module_tensors):
+        if t.grad_fn is not None:
+            by_node.setdefault(t.grad_fn, t)
     missing = [n.name() for n in nodes if n not in by_node]
     if missing:
         raise msg.torch_hidden_computed(f, missing)
     return {n: by_node[n] for n in nodes}
 
 
-def _tensors_in(obj):
-    """The tensors an object holds as attributes, and those of the torch modules in it (a
-    module's submodules included: parameters and plain tensor attributes)."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-        return
-    modules = [obj] if isinstance(obj, torch.nn.Module) else []
-    for value in (getattr(obj, "__dict__", None) or {}).values():
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif isinstance(value, torch.nn.Module):
-            modules.append(value)
+def _is_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def _module_tensors(name, obj):
+    """(name, tensor) for the parameters and tensor attributes of the torch modules in `obj`
+    (it, or its attributes), submodules included."""
+    modules = [obj] if isinstance(obj, torch.nn.Module) else [
+        m for m in (getattr(obj, "__dict__", None) or {}).values()
+        if isinstance(m, torch.nn.Module)]
     for module in modules:
         for m in module.modules():
             # (a parameter registered as None, as `Linear(bias=False)` does, is none)
-            yield from (p for p in m._parameters.values() if p is not None)
-            yield from (v for v in m.__dict__.values() if isinstance(v, torch.Tensor))
+            yield from ((name, p) for p in m._parameters.values() if p is not None)
+            yield from ((name, v) for v in m.__dict__.values() if isinstance(v, torch.Tensor))
 
 
 def hidden_leaves_error(f, grad_fn, hidden) -> msg.CustomGradientError:
@@ -151,30 +144,3 @@ def _parameter_names(*fns) -> dict:
             for name, p in module.named_parameters():
                 names.setdefault(id(p), f"{prefix}.{name}")
     return names
-
-
-def closure_versions(grad_fn) -> list:
-    """(name, tensor, version) for each tensor grad_fn's closure holds, for `check_versions`:
-    grad_fn would compute with values changed in place, a wrong gradient and no error."""
-    # compiled graphs are functional, and dynamo cannot read a closure's cells
-    if torch.compiler.is_compiling():
-        return []
-    cells = getattr(grad_fn, "__closure__", None)
-    if not cells:
-        return []
-    versions = []
-    for name, cell in zip(grad_fn.__code__.co_freevars, cells):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell: a variable not assigned yet
-            continue
-        if isinstance(value, torch.Tensor):
-            versions.append((name, value, value._version))
-    return versions
-
-
-def check_versions(versions, f):
-    """Raises if a tensor of `closure_versions` was changed in place since."""
-    for name, tensor, version in versions:
-        if tensor._version != version:
-            raise msg.torch_modified_in_place(f, name, tensor.shape, version, tensor._version)

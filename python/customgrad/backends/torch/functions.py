@@ -1,0 +1,92 @@
+"""The autograd.Functions that link f's (detached) outputs to its inputs, whose backward calls
+the call's `_call.Link` (grad_fn): `LinkFunction`, and `FunctorchLinkFunction` under torch.func
+transforms (`forward_mode.DualLink` for dual tensors)."""
+
+from __future__ import annotations
+
+import torch
+
+from torch._C._functorch import TransformType
+from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+from ... import _messages as msg
+from .forward_mode import derived_jvp, meta
+
+_keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
+
+
+class LinkFunction(torch.autograd.Function):
+    """Returns the (detached) outputs f computed, attached to the inputs; backward calls grad_fn.
+
+    The outputs come in as a Python list, not as tensor arguments: outputs that are not inputs
+    of the Function need no view bookkeeping, which makes this about 7 us cheaper a call.
+    """
+
+    @staticmethod
+    def forward(ctx, link, outputs, *inputs):
+        ctx.link = link
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        link = ctx.link
+        if link is None:
+            raise msg.torch_second_backward()
+        if not torch.compiler.is_compiling() and not _keep_graph():
+            # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
+            # tensors it holds, often a previous layer's output) goes now, not when the whole
+            # graph does; else one more activation is alive at the backward's peak.
+            ctx.link = None
+        return (None, None) + tuple(link(list(cotangents)))
+
+
+def _functorch_link_eagerly(*args):
+    return FunctorchLinkFunction.apply(*args)
+
+
+# Under torch.compile, torch.func transforms reach FunctorchLinkFunction eagerly (one graph break): from
+# torch 2.15 on, dynamo traces an autograd.Function under a jvp transform without its `jvp`, which
+# gives a zero tangent, and skips the linearity check that `jvp` makes; torch 2.11-2.13 broke the
+# graph there by themselves. Plain torch.compile of a call (no torch.func) is not affected.
+functorch_link_eagerly = torch.compiler.disable(_functorch_link_eagerly)
+
+
+# autograd.Function.apply binds arguments for setup_context and unwraps functorch tensors before
+# it calls this; LinkFunction has no setup_context, and the fast path runs without functorch transforms
+link_apply = super(torch.autograd.Function, LinkFunction).apply
+
+
+class FunctorchLinkFunction(torch.autograd.Function):
+    """`LinkFunction` in the form torch.func transforms need: forward without ctx, a function of its
+    tensor arguments only (the outputs come in as tensors and leave as views), setup_context.
+
+    Kept apart because binding arguments for setup_context costs about 40 us a call in eager
+    mode, a third of the whole overhead of a small custom-gradient call.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(link, n_outputs, *tensors):
+        return tuple(tensors[i].view_as(tensors[i]) for i in range(n_outputs))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.link, ctx.n_outputs = inputs[0], inputs[1]
+        # for jvp: shapes only (holding the tensors would keep the inputs alive until backward)
+        ctx.meta = [meta(t) for t in inputs[2:]]
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        grads = ctx.link(list(cotangents))
+        return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
+
+    @staticmethod
+    def jvp(ctx, _link, _n_outputs, *tangents):
+        # (torch.func.jvp, jacfwd, hessian) the outputs' own tangents are f's derivative: unused
+        if sum([i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()]) > 1:
+            # torch runs an autograd.Function's jvp without differentiating it: forward over
+            # forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
+            raise msg.torch_forward_over_forward(ctx.link.backward.f)
+        n = ctx.n_outputs
+        return derived_jvp(ctx.link, ctx.meta[:n], ctx.meta[n:], tangents[n:])
