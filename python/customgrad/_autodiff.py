@@ -87,7 +87,7 @@ def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
             ct_leaves = _tree.match(cotangents, structure["out"])
         except _tree.StructureMismatch as e:
             raise msg.cotangent_structure(e) from None
-        grads = back(ct_leaves + [None] * (len(all_leaves) - n_out))
+        grads = back(_filled(B, all_leaves, ct_leaves + [None] * (len(all_leaves) - n_out)))
         full = [None] * len(leaves)
         for i, g in zip(diff, grads):
             full[i] = g
@@ -280,3 +280,12 @@ def hvp(f, primals, vectors):
     gradient = grad(f, argnums=tuple(range(len(primals))))
     _, hv = jvp(gradient, tuple(primals), vectors)
     return tuple(hv)
+
+
+def _filled(B, outputs: list, cotangents: list) -> list:
+    """The cotangents `vjp_flat`'s backward receives, one per output leaf: zeros of its output
+    for a floating-point tensor given none (aux outputs, a None in the cotangent structure),
+    the given ones as they are (each backend casts them to its output's dtype), None for the
+    rest (no gradient flows there)."""
+    return [B.zeros_like(o) if ct is None and B.is_tensor(o) and B.is_float(o) else ct
+            for o, ct in zip(outputs, cotangents)]

@@ -84,6 +84,10 @@ class Autodiff(Backend, Protocol):
     def zeros(self, spec: Any) -> Any:
         """Zeros of `spec`'s shape and dtype (the upstream of an output the loss does not use)."""
 
+    def zeros_like(self, x: Any) -> Any:
+        """Zeros like tensor x (the cotangent of an output `customgrad.vjp` is given none for;
+        inside jax.shard_map, varying over the mesh axes x varies over)."""
+
     def convert(self, grad: Any, like: Any) -> Any:
         """grad (a tensor, a keras.Variable, a number or numpy value) as a tensor like `like`."""
 

@@ -22,7 +22,8 @@ Behind it, one module per concern:
 
 from .tensors import (being_differentiated, cast_like, convert, is_float, is_tensor,
                      one_device_sum_of_squares, ones_like,
-                     sees_closures, spec, static_shape, tensor_value, watching_reads, zeros)
+                     sees_closures, spec, static_shape, tensor_value, watching_reads, zeros,
+                     zeros_like)
 from .forward_mode import call_forward_mode
 from .link import call
 from .vjp import float64_scope, recomputation_inputs, vjp_flat

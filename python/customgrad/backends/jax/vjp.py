@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .tensors import is_float, zeros_like
+from .tensors import is_float
 
 
 def recomputation_inputs(leaves):
@@ -26,11 +26,11 @@ def vjp_flat(fn, values, reusable=True):
     (A jax VJP function can always run again: `reusable` is for tensorflow's tape.)"""
     outputs, back = jax.vjp(lambda *v: fn(*v), *values)
 
-    def backward(cotangents):
+    def backward(cotangents):  # one per output (the core filled in zeros: `_autodiff._filled`)
         cts = [
             None if o is None  # an output leaf None: an empty structure to jax, no cotangent
-            else (zeros_like(o) if ct is None else jnp.asarray(ct, o.dtype))
-            if is_float(o) else np.zeros(o.shape, dtype=jax.dtypes.float0)
+            else jnp.asarray(ct, o.dtype) if is_float(o)
+            else np.zeros(o.shape, dtype=jax.dtypes.float0)
             for o, ct in zip(outputs, cotangents)
         ]
         return list(back(cts))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from .composites import CompositeSpec, RaggedSpec, SparseSpec
+from .composites import CompositeSpec, RaggedSpec, SparseSpec, component, with_component
 from .link import call, call_with_tf_variables
 from .replicas import one_device_sum_of_squares
 from .tensors import (being_differentiated, cast_like, convert, dense_spec, is_float, is_tensor,
@@ -37,7 +37,7 @@ from .vjp import float64_scope, recomputation_inputs, vjp_flat
 __all__ = ["HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN", "being_differentiated",
            "call", "call_with_tf_variables", "cast_like", "convert", "float64_scope", "is_float",
            "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs", "sees_closures", "spec",
-           "static_shape", "tensor_value", "vjp_flat", "watching_reads", "zeros"]
+           "static_shape", "tensor_value", "vjp_flat", "watching_reads", "zeros", "zeros_like"]
 
 # capabilities (see _contract.py)
 HAS_AUTODIFF = True
@@ -56,6 +56,10 @@ def spec(x):
         if isinstance(x, tf.SparseTensor):
             return SparseSpec(x)
     return dense_spec(x)
+
+
+def zeros_like(x):
+    return with_component(x, tf.zeros_like(component(x)))
 
 
 def zeros(spec):

@@ -43,10 +43,9 @@ def vjp_flat(fn, values, reusable=True):
             tape.watch(v)
         outputs = fn(*values)
 
-    def backward(cotangents):
+    def backward(cotangents):  # one per output (the core filled in zeros: `_autodiff._filled`)
         pairs = [
-            (component(o), tf.zeros_like(component(o)) if ct is None
-             else tf.cast(component(ct), o.dtype))
+            (component(o), tf.cast(component(ct), o.dtype))
             for o, ct in zip(outputs, cotangents)
             if tf.is_tensor(o) and is_float(o)
         ]

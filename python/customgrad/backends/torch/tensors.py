@@ -48,6 +48,10 @@ def zeros(spec):
     return torch.zeros(spec.shape, dtype=spec.dtype, device=spec.device)
 
 
+def zeros_like(x):
+    return torch.zeros_like(x)
+
+
 def convert(grad, like):
     if isinstance(grad, torch.Tensor):
         return grad

@@ -31,9 +31,9 @@ def vjp_flat(fn, values, reusable=True):
         inputs = [v if v.requires_grad else v.detach().requires_grad_(True) for v in values]
         outputs = fn(*inputs)
 
-    def backward(cotangents):
+    def backward(cotangents):  # one per output (the core filled in zeros: `_autodiff._filled`)
         pairs = [
-            (o, torch.zeros_like(o) if ct is None else torch.as_tensor(ct, dtype=o.dtype))
+            (o, torch.as_tensor(ct, dtype=o.dtype))
             for o, ct in zip(outputs, cotangents)
             if isinstance(o, torch.Tensor) and is_float(o) and o.requires_grad
         ]
@@ -65,10 +65,8 @@ def _functorch_vjp(fn, values):
     outputs = [next(floats) if k else split["others"][j] for j, k in enumerate(keep)]
 
     def backward(cotangents):
-        cts = tuple(
-            torch.zeros_like(o) if ct is None else torch.as_tensor(ct, dtype=o.dtype)
-            for o, ct, k in zip(outputs, cotangents, keep) if k
-        )
+        cts = tuple(torch.as_tensor(ct, dtype=o.dtype)
+                    for o, ct, k in zip(outputs, cotangents, keep) if k)
         if not cts:
             return [torch.zeros_like(v) for v in values]
         return list(back(cts))
