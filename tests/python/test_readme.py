@@ -3,6 +3,8 @@ what their comments claim; its R block runs in tests/integration/test_r_package.
 lines are what the tests and CI run (`make ...`, `scripts/ship_python.sh`), and the pip extra it
 names is checked here against pyproject.toml and requirements.txt."""
 
+import contextlib
+import io
 import re
 import tomllib
 from pathlib import Path
@@ -22,10 +24,14 @@ def blocks(language: str) -> list:
 def test_readme_python_examples_run():
     found = blocks("python")
     assert found, "the README has no Python example"
+    printed = io.StringIO()
     for code in found:
         namespace = {}
-        exec(compile(code, "README.md", "exec"), namespace)
-    # the value the log1pexp block's comment claims
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "README.md", "exec"), namespace)
+    # what the log1pexp block prints is what its comment says, on every backend
+    assert "print(float(customgrad.grad(log1pexp)(x)))   # 1.0 on" in README
+    assert printed.getvalue() == "1.0\n"
     gradient = namespace["customgrad"].grad(namespace["log1pexp"])(keras.ops.convert_to_tensor(100.0))
     assert float(gradient) == 1.0
 
