@@ -185,7 +185,8 @@ class Backward:
     """
 
     __slots__ = ("f", "grad_fn", "backend", "args", "arg_is_tensor", "tensor_index",
-                 "input_specs", "differentiable", "output", "output_specs", "reads", "plain")
+                 "input_specs", "differentiable", "output", "output_specs", "reads", "plain",
+                 "flat_output")
 
     def __init__(self, f, grad_fn, backend, args: tuple, arg_is_tensor: list, tensor_index,
                  input_specs: list, differentiable: list, output, output_specs: list | None,
@@ -197,6 +198,9 @@ class Backward:
         self.output, self.output_specs, self.reads = output, output_specs, reads
         # positional tensors only, all getting gradients: what grad_fn returns is checked faster
         self.plain = plain
+        # an output that is a flat tuple or list is rebuilt without walking it (its type)
+        self.flat_output = (type(output) if type(output) in (tuple, list)
+                            and _tree.all_leaves(output) else None)
 
     def __call__(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
         """Calls grad_fn with one upstream gradient (or None) per output leaf.
@@ -240,6 +244,8 @@ class Backward:
         """The output's structure with `output_leaves` as its leaves."""
         if self.output is None:  # one leaf (the common case)
             return output_leaves[0]
+        if self.flat_output is not None:
+            return self.flat_output(output_leaves)
         return _tree.unflatten(self.output, output_leaves)
 
 
@@ -302,11 +308,14 @@ def positional_link(f, grad_fn, backend, input_specs: list, n_outputs: int, cont
     per output, of that output's shape and dtype (torch's fast path makes one on every eager
     call: none of the output's specs is needed)."""
     n = len(input_specs)
-    every = [True] * n
-    output = None if container is None else container([None] * n_outputs)
-    backward = Backward(f, grad_fn, backend, tuple(input_specs), every, range(n), input_specs,
+    every, index = _EVERY[n] if n < len(_EVERY) else ((True,) * n, range(n))
+    output = None if container is None else container((None,) * n_outputs)
+    backward = Backward(f, grad_fn, backend, tuple(input_specs), every, index, input_specs,
                         every, output, None, NO_READS, True)
-    return Link(backward, None, None, [], [], (), guard)
+    return Link(backward, None, None, (), (), (), guard)
+
+
+_EVERY = [((True,) * n, range(n)) for n in range(8)]  # shared by positional links: never changed
 
 
 def _converts_to_tensor(leaf) -> bool:
