@@ -22,8 +22,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# --- R: Debian's R and the r-cran-* packages (and those reticulate and keras3 need) ---
-r_pkgs="r-base-core r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang
+# --- R: Debian's R and the r-cran-* packages (and those reticulate and keras3 need); Chromium,
+# which opens the built documentation sites from disk in tests/integration/test_docs_sites.py ---
+r_pkgs="chromium r-base-core r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown r-cran-cli r-cran-rlang
   r-cran-roxygen2 r-cran-jsonlite r-cran-xml2 pandoc r-cran-pkgdown r-cran-fontawesome
   r-cran-backports r-cran-base64enc r-cran-fastmap r-cran-generics r-cran-glue r-cran-here
   r-cran-lifecycle r-cran-magrittr r-cran-matrix r-cran-png r-cran-processx r-cran-rappdirs

@@ -8,6 +8,7 @@ import os
 import ast
 import html
 import re
+import shutil
 import subprocess
 import time
 import tomllib
@@ -224,3 +225,68 @@ def test_walkthroughs_show_their_outputs_and_plot(built):
     for name, printed in [("straight-through", "d round_ste / dx"), ("gradient-reversal", "reversal=True"),
                           ("checking-gradients", "check_gradients(scaled_softplus)")]:
         assert printed in page(f"vignettes/{name}.html"), name
+
+
+def _in_browser(page: Path, query: str = "", script: str = "") -> tuple[str, list]:
+    """The page's DOM after its scripts ran in headless Chromium, opened from disk (file://),
+    and the errors its console reported. `script`: JavaScript run after the page's own, from a
+    copy of the page next to it (so its relative addresses still hold)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed here (scripts/setup.sh installs Debian's)")
+    if script:
+        copy = page.with_name(f"_browser_check_{page.name}")
+        copy.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
+        page = copy
+    try:
+        proc = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+             "--v=0", "--virtual-time-budget=10000", "--dump-dom", page.as_uri() + query],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        if script:
+            page.unlink()
+    errors = [line for line in proc.stderr.splitlines()
+              if ":CONSOLE" in line and re.search(r"error|uncaught|failed", line, re.I)]
+    return proc.stdout, errors
+
+
+@pytest.mark.parametrize("name", ["r/index.html", "r/reference/op_custom_gradient.html",
+                                  "python/index.html", "python/api.html"])
+def test_pages_run_their_scripts_without_errors_from_disk(built, name):
+    dom, errors = _in_browser(SITE / name)
+    assert "</body>" in dom, f"{name}: chromium gave no page"
+    assert not errors, f"{name}: the console reported errors:\n" + "\n".join(errors)
+
+
+def test_r_site_fills_its_table_of_contents_from_disk(built):
+    dom, _ = _in_browser(SITE / "r" / "reference" / "op_custom_gradient.html")
+    toc = dom[dom.index('<nav id="toc"'):]
+    toc = toc[:toc.index("</nav>")]
+    for section in ["Arguments", "Value", "Examples"]:
+        assert f">{section}</a>" in toc, f"'On this page' lacks {section}: {toc[:400]}"
+
+
+def test_search_finds_pages_from_disk_on_both_sites(built):
+    # mkdocs-material runs the search of a ?q= address when the page opens
+    dom, errors = _in_browser(PYTHON_SITE / "index.html", "?q=vjp")
+    assert not errors, errors
+    found = re.search(r'md-search-result__meta">(\d+) matching document', dom)
+    assert found and int(found.group(1)) > 0, "the Python site's search found nothing for vjp"
+    assert 'href="api.html#customgrad.vjp"' in dom or "api.html#customgrad.vjp" in dom
+    # the R site's search box (offline/offline.js), typed into as a user would
+    # (pkgdown.js binds the box when the page is ready, and reads the index when it gets focus)
+    typed = ("function typeOnceBound() {"
+             " if (!jQuery('.algolia-autocomplete').length) { return setTimeout(typeOnceBound, 100); }"
+             " var box = jQuery('#search-input'); box.triggerHandler('focus');"
+             " setTimeout(function () { box.val('custom gradient').trigger('input');"
+             " setTimeout(function () { var marker = document.createElement('div');"
+             " marker.id = 'suggestions-found';"
+             " marker.textContent = document.querySelectorAll('.aa-suggestion').length;"
+             " document.body.appendChild(marker); }, 1000); }, 1000); }"
+             " setTimeout(typeOnceBound, 100);")
+    dom, errors = _in_browser(SITE / "r" / "index.html", script=typed)
+    assert not errors, errors
+    found = re.search(r'<div id="suggestions-found">(\d+)</div>', dom)
+    assert found and int(found.group(1)) > 0, "the R site's search box suggested nothing"
+    assert "op_custom_gradient" in dom[dom.find("aa-suggestion"):]
