@@ -7,6 +7,7 @@ newcomer looks for first (install, a first example, search, outputs, readable si
 import os
 import ast
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -227,10 +228,11 @@ def test_walkthroughs_show_their_outputs_and_plot(built):
         assert printed in page(f"vignettes/{name}.html"), name
 
 
-def _in_browser(page: Path, query: str = "", script: str = "") -> tuple[str, list]:
+def _in_browser(page: Path, query: str = "", script: str = "",
+                width: int = 1280) -> tuple[str, list]:
     """The page's DOM after its scripts ran in headless Chromium, opened from disk (file://),
     and the errors its console reported. `script`: JavaScript run after the page's own, from a
-    copy of the page next to it (so its relative addresses still hold)."""
+    copy of the page next to it (so its relative addresses still hold); `width`: the window's."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium is not installed here (scripts/setup.sh installs Debian's)")
@@ -240,7 +242,8 @@ def _in_browser(page: Path, query: str = "", script: str = "") -> tuple[str, lis
         page = copy
     try:
         proc = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},1000",
+             "--enable-logging=stderr",
              "--v=0", "--virtual-time-budget=10000", "--dump-dom", page.as_uri() + query],
             capture_output=True, text=True, timeout=120)
     finally:
@@ -290,3 +293,23 @@ def test_search_finds_pages_from_disk_on_both_sites(built):
     found = re.search(r'<div id="suggestions-found">(\d+)</div>', dom)
     assert found and int(found.group(1)) > 0, "the R site's search box suggested nothing"
     assert "op_custom_gradient" in dom[dom.find("aa-suggestion"):]
+
+
+@pytest.mark.parametrize("name", ["python/convention.html", "python/api.html",
+                                  "r/reference/op_custom_gradient.html",
+                                  "r/articles/getting-started.html"])
+def test_code_wider_than_its_box_scrolls_rather_than_being_cut(built, name):
+    # every code block or line whose text is wider than its box (the window is 800 px wide)
+    report = ("setTimeout(function () { var wide = 0, cut = [];"
+              " document.querySelectorAll('pre, code').forEach(function (e) {"
+              " if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1) { wide += 1;"
+              " var overflow = getComputedStyle(e).overflowX;"
+              " if (overflow !== 'auto' && overflow !== 'scroll') cut.push(e.textContent.slice(0, 60)); } });"
+              " var marker = document.createElement('div'); marker.id = 'wide-code';"
+              " marker.textContent = JSON.stringify({wide: wide, cut: cut});"
+              " document.body.appendChild(marker); }, 500);")
+    dom, _ = _in_browser(SITE / name, script=report, width=800)
+    found = re.search(r'<div id="wide-code">(.*?)</div>', dom)
+    assert found, f"{name}: the check did not run"
+    result = json.loads(html.unescape(found.group(1)))
+    assert not result["cut"], f"{name}: code cut off at 800 px: {result['cut']}"
