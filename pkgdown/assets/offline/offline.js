@@ -22,6 +22,21 @@
 
   /* "On this page" ------------------------------------------------------------------------ */
   if (window.Toc) {
+    // Bootstrap 5.2's scrollspy looks each entry's target up with querySelector("#" + id), which
+    // throws on an id that is not a CSS identifier (a date heading: "#2026-11-26") and stops the
+    // page's scripts. Such a heading gets an id that is one; its own id stays on an empty element
+    // in front of it, so that addresses with the old fragment still land there.
+    var generateAnchor = window.Toc.helpers.generateAnchor;
+    window.Toc.helpers.generateAnchor = function (el) {
+      if (el.id && !/^-?[A-Za-z_]/.test(el.id)) {
+        var old = el.id;
+        var id = "section-" + old;
+        for (var n = 1; document.getElementById(id); n++) id = "section-" + old + "-" + n;
+        el.id = id;
+        $("<span></span>").attr("id", old).insertBefore(el);
+      }
+      return generateAnchor.call(this, el);
+    };
     var generateNavEl = window.Toc.helpers.generateNavEl;
     window.Toc.helpers.createNavList = function () {
       return $('<ul class="nav nav-pills flex-column"></ul>');
