@@ -67,7 +67,7 @@ def run_reading(backend, f, args: Sequence, kwargs: dict | None = None,
         more = [v for v in watcher.watched_variables()
                 if id(v) not in seen and backend.is_float(v)]
         if more:
-            variables, values = variables + more, values + more
+            variables, values = [*variables, *more], [*values, *more]
     if not variables and not rec.losses_added:
         return result, NO_READS
     return result, Reads(variables, values, rec.losses_added)
@@ -213,8 +213,8 @@ class Backward:
             (one gradient or None per tensor leaf, one gradient or None per variable), each
             gradient with its input's shape and dtype.
         """
-        if self.output_specs is None:
-            upstream = output = self.rebuild(cotangents)  # it stands for the output in messages
+        if self.output_specs is None:  # it stands for the output in grad_fn's call
+            upstream = output = cotangents[0] if self.output is None else self.rebuild(cotangents)
         else:
             filled = []
             for spec, ct in zip(self.output_specs, cotangents):
@@ -225,7 +225,7 @@ class Backward:
                 else:
                     filled.append(ct)
             upstream, output = self.rebuild(filled), self.output
-        variables = list(variables)
+        variables = list(variables) if variables else []
         result = call_grad_fn(self.grad_fn, self.f, output, upstream, variables,
                               self.backend.sees_closures())
         return checked_gradients(self, result, variables, variable_values)

@@ -73,7 +73,8 @@ class recording:
         if not _installed:
             install()
         self.parent = getattr(_local, "recorder", None)
-        self.variables, self.raw_values, self._seen = [], [], None
+        # shared empty tuples until the first read (most calls read nothing)
+        self.variables, self.raw_values, self._seen = (), (), None
         self.losses_added = 0
         _local.recorder = self
         return self
@@ -85,7 +86,7 @@ class recording:
         if self.parent is not None:
             self.parent.read(variable, value)
         if self._seen is None:
-            self._seen = set()
+            self._seen, self.variables, self.raw_values = set(), [], []
         key = id(variable)
         if key not in self._seen and variable.trainable and _is_floating(variable.dtype):
             self._seen.add(key)

@@ -7,6 +7,7 @@ without the general path's structure handling.
 
 from __future__ import annotations
 
+import operator
 import sys
 
 import torch
@@ -23,6 +24,7 @@ from .link import guard, link
 _BACKEND = sys.modules[__package__]
 
 _Tensor = torch.Tensor
+_detach = operator.methodcaller("detach")
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _functorch_active = torch._C._are_functorch_transforms_active
@@ -53,10 +55,10 @@ def call_positional(f, args):
     del output
     specs = [TensorSpec(a.shape, a.dtype, a.device, True) for a in args]
     call_link = positional_link(f, grad_fn, _BACKEND, specs, len(outputs), container,
-                                guard(f, grad_fn))
-    outputs = [o.detach() for o in outputs]  # the forward graph grad_fn does not use goes now
+                                guard(f, grad_fn, None, True))
+    outputs = list(map(_detach, outputs))  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
-    linked = link_apply(call_link, outputs, *[_unwrap_if_dead(a) for a in args])
+    linked = link_apply(call_link, outputs, *map(_unwrap_if_dead, args))
     return linked[0] if container is None else container(linked)
 
 

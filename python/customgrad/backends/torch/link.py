@@ -6,6 +6,8 @@ tensors grad_fn's closure holds was changed in place since the forward (`closure
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..._convention import inspect_grad_fn
@@ -83,16 +85,20 @@ def link(arguments, output, out_leaves, backward, start, hidden=None, dual=False
     return backward.rebuild(result)
 
 
-def guard(f, grad_fn, hidden=None):
+def guard(f, grad_fn, hidden=None, eager=False):
     """What the link checks before grad_fn runs (None: nothing): that grad_fn takes the hidden
     leaves f read (in `variables=`), and that the tensors its closure holds were not changed in
-    place since the forward."""
-    versions = closure_versions(grad_fn)
-    if not hidden and not versions:
-        return None
+    place since the forward. `eager`: the caller knows torch.compile is not tracing."""
+    versions = closure_versions(grad_fn) if eager or not torch.compiler.is_compiling() else ()
+    if hidden:
+        return _hidden_guard(f, grad_fn, hidden, versions)
+    # the common case, built on every eager call: a partial costs less than a closure
+    return functools.partial(check_versions, versions, f) if versions else None
 
+
+def _hidden_guard(f, grad_fn, hidden, versions):
     def check():
-        if hidden and not inspect_grad_fn(grad_fn).accepts_variables:
+        if not inspect_grad_fn(grad_fn).accepts_variables:
             raise hidden_leaves_error(f, grad_fn, hidden)
         if versions:
             check_versions(versions, f)
@@ -102,10 +108,9 @@ def guard(f, grad_fn, hidden=None):
 
 def closure_versions(grad_fn) -> list:
     """(name, tensor, version) for each tensor grad_fn's closure holds, for `check_versions`:
-    grad_fn would compute with values changed in place, a wrong gradient and no error."""
-    # compiled graphs are functional, and dynamo cannot read a closure's cells
-    if torch.compiler.is_compiling():
-        return []
+    grad_fn would compute with values changed in place, a wrong gradient and no error. (Not
+    while torch.compile traces: compiled graphs are functional, and dynamo cannot read a
+    closure's cells.)"""
     cells = getattr(grad_fn, "__closure__", None)
     if not cells:
         return []
