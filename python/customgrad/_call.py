@@ -56,10 +56,10 @@ def run_reading(backend, f, args: Sequence, kwargs: dict | None = None,
     with recording() as rec:
         watcher = backend.watching_reads()
         if watcher is None:
-            result = f(*args, **kwargs) if kwargs else f(*args)
+            result = _apply(f, args, kwargs)
         else:
             with watcher:
-                result = f(*args, **kwargs) if kwargs else f(*args)
+                result = _apply(f, args, kwargs)
     variables, values = rec.variables, rec.raw_values
     if watcher is not None:
         seen = {id(v) for v in values}
@@ -71,6 +71,10 @@ def run_reading(backend, f, args: Sequence, kwargs: dict | None = None,
     if not variables and not rec.losses_added:
         return result, NO_READS
     return result, Reads(variables, values, rec.losses_added)
+
+
+def _apply(f, args: Sequence, kwargs: dict | None):
+    return f(*args, **kwargs) if kwargs else f(*args)
 
 
 class Arguments:
@@ -125,17 +129,14 @@ class Arguments:
     def output(self, tensor_values) -> tuple[object, list]:
         """Calls f once with the tensor leaves replaced by `tensor_values`, where nothing can
         differentiate the call; returns (f's output, its leaves), checked."""
-        output, leaves, _ = checked_forward_result(self.f, self._run(tensor_values),
-                                                   self.backend)
+        result = _apply(self.f, *self._call_arguments(tensor_values))
+        output, leaves, _ = checked_forward_result(self.f, result, self.backend)
         return output, leaves
 
     def forward(self, tensor_values) -> tuple[object, list, "Backward"]:
         """Calls f once with the tensor leaves replaced by `tensor_values`, recording what it
         reads; returns (f's output, its leaves, the `Backward` of this call), checked."""
-        if self.all_tensors and self.flat:
-            args, kwargs = tensor_values, None
-        else:
-            args, kwargs = self._arguments(tensor_values)
+        args, kwargs = self._call_arguments(tensor_values)
         return self.accept(*run_reading(self.backend, self.f, args, kwargs, self.leaves))
 
     def accept(self, result, reads: Reads) -> tuple[object, list, "Backward"]:
@@ -152,11 +153,12 @@ class Arguments:
             input_specs, self.differentiable, _tree.unflatten(output, output_specs),
             output_specs, reads, plain)
 
-    def _run(self, tensor_values):
+    def _call_arguments(self, tensor_values) -> tuple[Sequence, dict | None]:
+        """(args, kwargs) to call f with, the tensor leaves replaced by `tensor_values`; the
+        common case, positional tensors only, as they are (kwargs None)."""
         if self.all_tensors and self.flat:
-            return self.f(*tensor_values)
-        args, kwargs = self._arguments(tensor_values)
-        return self.f(*args, **kwargs)
+            return tensor_values, None
+        return self._arguments(tensor_values)
 
     def _arguments(self, tensor_values) -> tuple[tuple, dict]:
         """(args, kwargs) with the tensor leaves replaced by `tensor_values`."""
