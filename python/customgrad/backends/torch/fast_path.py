@@ -55,7 +55,7 @@ def call_positional(f, args):
     del output
     specs = [TensorSpec(a.shape, a.dtype, a.device, True) for a in args]
     call_link = positional_link(f, grad_fn, _BACKEND, specs, len(outputs), container,
-                                guard(f, grad_fn, None, True))
+                                guard(f, grad_fn, eager=True))
     outputs = list(map(_detach, outputs))  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
     linked = link_apply(call_link, outputs, *map(_unwrap_if_dead, args))

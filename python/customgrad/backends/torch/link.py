@@ -108,9 +108,9 @@ def _hidden_guard(f, grad_fn, hidden, versions):
 
 def closure_versions(grad_fn) -> list:
     """(name, tensor, version) for each tensor grad_fn's closure holds, for `check_versions`:
-    grad_fn would compute with values changed in place, a wrong gradient and no error. (Not
-    while torch.compile traces: compiled graphs are functional, and dynamo cannot read a
-    closure's cells.)"""
+    grad_fn would compute with values changed in place, a wrong gradient and no error. Not for
+    use while torch.compile traces (compiled graphs are functional, and dynamo cannot read a
+    closure's cells): `guard` checks that, unless its caller knows the call is eager."""
     cells = getattr(grad_fn, "__closure__", None)
     if not cells:
         return []
