@@ -55,8 +55,8 @@ def run_reading(backend, f, args: Sequence, kwargs: dict | None = None,
     arguments' leaves, which are no hidden reads."""
     with recording() as rec:
         watcher = backend.watching_reads()
-        if watcher is None:
-            result = _apply(f, args, kwargs)
+        if watcher is None:  # f called here, not through _apply: a frame less on every call
+            result = f(*args, **kwargs) if kwargs else f(*args)
         else:
             with watcher:
                 result = _apply(f, args, kwargs)
@@ -179,8 +179,8 @@ class Backward:
     holds the tensors it needs itself; holding the inputs too would keep a previous layer's
     activation alive until the backward, where plain autodiff frees it), and what f read.
 
-    `backward(cotangents, variables, variable_values)` calls grad_fn and returns (one checked
-    gradient or None per tensor leaf of the arguments, one per variable); `backward.link(...)`
+    `backward.gradients(cotangents, variables, variable_values)` calls grad_fn and returns (one
+    checked gradient or None per tensor leaf of the arguments, one per variable); `backward.link(...)`
     is that call in an autodiff's terms; `backward.rebuild(leaves)` is the output's structure
     around `leaves`. `output_specs` None: the autodiff hands one upstream per output leaf, each
     of its output's shape and dtype (`positional_link`).
@@ -204,7 +204,7 @@ class Backward:
         self.flat_output = (type(output) if type(output) in (tuple, list)
                             and _tree.all_leaves(output) else None)
 
-    def __call__(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
+    def gradients(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
         """Calls grad_fn with one upstream gradient (or None) per output leaf.
 
         Args:
@@ -227,7 +227,6 @@ class Backward:
                 else:
                     filled.append(ct)
             upstream, output = self.rebuild(filled), self.output
-        variables = list(variables) if variables else []
         result = call_grad_fn(self.grad_fn, self.f, output, upstream, variables,
                               self.backend.sees_closures())
         return checked_gradients(self, result, variables, variable_values)
@@ -294,7 +293,8 @@ class Link:
             for j, ct in zip(self.outputs, cotangents):
                 full[j] = ct
             cotangents = full
-        input_grads, var_grads = self.backward(cotangents, self.variables, self.variable_values)
+        input_grads, var_grads = self.backward.gradients(cotangents, self.variables,
+                                                         self.variable_values)
         grads = input_grads if self.inputs is None else [input_grads[k] for k in self.inputs]
         if self.wanted:
             by_id = {id(v): g for v, g in zip(self.variable_values, var_grads)}

@@ -38,6 +38,10 @@ _BY_KEYWORD = ("upstream", "variables")
 # grad_fns with n plain positional parameters (no defaults, *args or keywords), made once
 _PLAIN = tuple(GradSignature(n, n, False, False) for n in range(8))
 _ONE = _PLAIN[1]
+# the signatures of other grad_fns, by code and defaults (a grad_fn is often a closure made anew
+# on every call, of one code object): written in eager calls only (see inspect_grad_fn)
+_SIGNATURES: dict = {}
+_MAX_SIGNATURES = 512
 
 
 def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
@@ -52,8 +56,8 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
     """
     if type(grad_fn) is _FunctionType:  # a def or lambda (not a bound method: no `self` to skip)
         code = grad_fn.__code__
-        # Read on every call, not cached: a cache written while torch.compile traces a backward
-        # breaks its graph.
+        # While torch.compile traces, read anew, not cached: a cache written while torch.compile
+        # traces a backward breaks its graph.
         names = code.co_varnames
         n_positional = code.co_argcount
         flags = code.co_flags
@@ -71,13 +75,20 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
                 and not flags & (_CO_VARARGS | _CO_VARKEYWORDS) and not grad_fn.__defaults__
                 and (n_positional == 0 or names[n_positional - 1] not in _BY_KEYWORD)):
             return _PLAIN[n_positional]  # `def grad(dy)` and the like: the common case
-        positional = names[:n_positional]
-        n_required = n_positional - len(grad_fn.__defaults__ or ())
-        keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
-        kw_defaults = grad_fn.__kwdefaults__ or {}
-        required_kw = tuple(k for k in keyword_only if k not in kw_defaults)
-        return _grad_signature(positional, n_required, bool(flags & _CO_VARARGS),
-                               keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
+        defaults, kw_defaults = grad_fn.__defaults__, grad_fn.__kwdefaults__
+        # what the signature depends on: the code, and which parameters have defaults
+        key = (code, len(defaults) if defaults else 0, tuple(kw_defaults) if kw_defaults else ())
+        sig = _SIGNATURES.get(key)
+        if sig is None:
+            positional = names[:n_positional]
+            keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
+            required_kw = tuple(k for k in keyword_only if k not in key[2])
+            sig = _grad_signature(positional, n_positional - key[1], bool(flags & _CO_VARARGS),
+                                  keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
+            if len(_SIGNATURES) >= _MAX_SIGNATURES:
+                _SIGNATURES.clear()
+            _SIGNATURES[key] = sig
+        return sig
     try:
         params = list(inspect.signature(grad_fn).parameters.values())
     except (TypeError, ValueError):
@@ -115,13 +126,11 @@ def _grad_signature(positional, n_required, var_positional, keyword_only, requir
                          tuple(k for k in required_kw if k not in _BY_KEYWORD))
 
 
-def upstream_arguments(grad_fn, f, output, upstream, introspect: bool = True):
-    """The positional arguments and the keywords (`upstream=`) that `grad_fn` is called with,
-    by the upstream rule of `docs/convention.md`; any other signature is a CustomGradientError.
+def upstream_arguments(grad_fn, f, output, upstream, sig: GradSignature):
+    """The positional arguments and the keywords (`upstream=`) that `grad_fn`, of signature
+    `sig`, is called with, by the upstream rule of `docs/convention.md`; any other signature is
+    a CustomGradientError.
     """
-    sig = inspect_grad_fn(grad_fn, introspect)
-    if sig is _ONE and not isinstance(output, (list, tuple)):
-        return (upstream,), {}, sig  # `def grad(dy)` on one output: the common case
     if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
         per_output = tuple(upstream)
     else:
@@ -139,13 +148,16 @@ def upstream_arguments(grad_fn, f, output, upstream, introspect: bool = True):
     if sig.other_required_keywords:
         raise msg.grad_fn_arity(grad_fn, f, output, n,
                                 required_keywords=sig.other_required_keywords)
-    return positional, ({"upstream": upstream} if sig.upstream_keyword else {}), sig
+    return positional, ({"upstream": upstream} if sig.upstream_keyword else {})
 
 
 def call_grad_fn(grad_fn, f, output, upstream, variables: list, introspect: bool = True):
     """Calls the user's grad_fn with `upstream`, the upstream gradients in the output's
     structure, and the variables f read (`introspect`: see `inspect_grad_fn`)."""
-    positional, kwargs, sig = upstream_arguments(grad_fn, f, output, upstream, introspect)
+    sig = inspect_grad_fn(grad_fn, introspect)
+    if sig is _ONE and not variables and not isinstance(output, (list, tuple)):
+        return grad_fn(upstream)  # `def grad(dy)` on one output: the common case
+    positional, kwargs = upstream_arguments(grad_fn, f, output, upstream, sig)
     if variables:
         if not sig.accepts_variables:
             names = [getattr(v, "path", None) or getattr(v, "name", "?") for v in variables]
@@ -161,5 +173,6 @@ def call_grad_fn(grad_fn, f, output, upstream, variables: list, introspect: bool
         # While torch.compile traces, which parameters are required was not known (see
         # inspect_grad_fn): a call that did not fit them is told apart from a TypeError inside
         # grad_fn by reading the whole signature now, on this failing path.
-        upstream_arguments(grad_fn, f, output, upstream, introspect=True)  # raises if unfit
+        # raises if unfit
+        upstream_arguments(grad_fn, f, output, upstream, inspect_grad_fn(grad_fn))
         raise

@@ -117,6 +117,23 @@ def test_decorator_and_call_forms_agree():
 
 # --- multiple and nested outputs -----------------------------------------------------------------
 @autodiff
+def test_a_grad_fns_signature_follows_its_defaults_not_only_its_code():
+    # signatures are cached by code object and defaults: a function of the same code with other
+    # defaults must be read anew, not given the first one's signature
+    import types
+
+    from customgrad._convention import inspect_grad_fn
+
+    def grad(du, dv=None, *, upstream=None):
+        return du
+
+    twin = types.FunctionType(grad.__code__, grad.__globals__, "grad")  # no defaults at all
+    with_defaults, without = inspect_grad_fn(grad), inspect_grad_fn(twin)
+    assert (with_defaults.min_positional, with_defaults.max_positional) == (1, 2)
+    assert (without.min_positional, without.max_positional) == (2, 2)
+    assert inspect_grad_fn(grad) == with_defaults and inspect_grad_fn(twin) == without
+
+
 def test_tuple_output_gets_one_positional_upstream_per_output_and_upstream_keyword():
     received = {}
 

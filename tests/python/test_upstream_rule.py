@@ -100,12 +100,13 @@ def test_the_rule_reads_no_defaults_while_compiling_and_calls_alike(grad_fn, out
     """While torch.compile traces (`introspect=False`) the rule reads no function defaults, which
     its tracer cannot: every call that works eagerly is made the same way, and a call refused
     eagerly is at most left to Python's own TypeError."""
-    from customgrad._convention import upstream_arguments
+    from customgrad._convention import inspect_grad_fn, upstream_arguments
 
     fn = WITH_DEFAULTS.get(grad_fn) or make_grad_fn(grad_fn, [])[0]
     out = OUTPUTS[output]
     try:
-        eager = upstream_arguments(fn, fn, out, out)[:2]
+        eager = upstream_arguments(fn, fn, out, out, inspect_grad_fn(fn))
     except CustomGradientError:
         return  # refused eagerly, by name; while compiling Python may be the one to refuse
-    assert upstream_arguments(fn, fn, out, out, introspect=False)[:2] == eager
+    compiling = inspect_grad_fn(fn, introspect=False)
+    assert upstream_arguments(fn, fn, out, out, compiling) == eager
