@@ -115,8 +115,6 @@ def test_decorator_and_call_forms_agree():
     assert as_call.__name__ == "tf_doc_log1pexp"
 
 
-# --- multiple and nested outputs -----------------------------------------------------------------
-@autodiff
 def test_a_grad_fns_signature_follows_its_defaults_not_only_its_code():
     # signatures are cached by code object and defaults: a function of the same code with other
     # defaults must be read anew, not given the first one's signature
@@ -134,6 +132,8 @@ def test_a_grad_fns_signature_follows_its_defaults_not_only_its_code():
     assert inspect_grad_fn(grad) == with_defaults and inspect_grad_fn(twin) == without
 
 
+# --- multiple and nested outputs -----------------------------------------------------------------
+@autodiff
 def test_tuple_output_gets_one_positional_upstream_per_output_and_upstream_keyword():
     received = {}
 

@@ -170,6 +170,7 @@ def test_keras_remat_scope_trains_as_without_remat_when_patched():
     assert without[-1] < without[0]
     assert with_remat[-1] < with_remat[0]
     # Alone, the two runs give bitwise-equal losses. In a full suite run TensorFlow's threaded
-    # float32 kernels moved the third epoch's loss by up to 4.3e-4 (relative), twice this session;
-    # a wrong or missing gradient moves it by far more (the loss drops by half in three epochs)
-    np.testing.assert_allclose(with_remat, without, rtol=1e-3)
+    # float32 kernels moved the losses by up to 4.3e-4 (relative), and by 2.1e-3 on a machine
+    # loaded by two other processes (the first epoch's too, before most updates); a wrong or
+    # missing gradient moves them by far more (the loss drops by half in three epochs)
+    np.testing.assert_allclose(with_remat, without, rtol=1e-2)
