@@ -182,8 +182,8 @@ class Backward:
     `backward.gradients(cotangents, variables, variable_values)` calls grad_fn and returns (one
     checked gradient or None per tensor leaf of the arguments, one per variable);
     `backward.link(...)` is that call in an autodiff's terms; `backward.rebuild(leaves)` is the
-    output's structure around `leaves`. `output_specs` None: the autodiff hands one upstream per output leaf, each
-    of its output's shape and dtype (`positional_link`).
+    output's structure around `leaves`. `output_specs` None: the autodiff hands one upstream per
+    output leaf, each of its output's shape and dtype (`positional_link`).
     """
 
     __slots__ = ("f", "grad_fn", "backend", "args", "arg_is_tensor", "tensor_index",

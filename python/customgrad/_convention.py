@@ -76,15 +76,18 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
                 and (n_positional == 0 or names[n_positional - 1] not in _BY_KEYWORD)):
             return _PLAIN[n_positional]  # `def grad(dy)` and the like: the common case
         defaults, kw_defaults = grad_fn.__defaults__, grad_fn.__kwdefaults__
+        n_defaults = len(defaults) if defaults else 0
+        kw_with_defaults = tuple(kw_defaults) if kw_defaults else ()
         # what the signature depends on: the code, and which parameters have defaults
-        key = (code, len(defaults) if defaults else 0, tuple(kw_defaults) if kw_defaults else ())
+        key = (code, n_defaults, kw_with_defaults)
         sig = _SIGNATURES.get(key)
         if sig is None:
             positional = names[:n_positional]
             keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
-            required_kw = tuple(k for k in keyword_only if k not in key[2])
-            sig = _grad_signature(positional, n_positional - key[1], bool(flags & _CO_VARARGS),
-                                  keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
+            required_kw = tuple(k for k in keyword_only if k not in kw_with_defaults)
+            sig = _grad_signature(positional, n_positional - n_defaults,
+                                  bool(flags & _CO_VARARGS), keyword_only, required_kw,
+                                  bool(flags & _CO_VARKEYWORDS))
             if len(_SIGNATURES) >= _MAX_SIGNATURES:
                 _SIGNATURES.clear()
             _SIGNATURES[key] = sig
