@@ -6,6 +6,11 @@ per round (paired) and then its median. Both workers also time keras.ops.custom_
 the same run too.
 
     python bench/before_after.py --before DIR --after DIR [--backends torch,jax,tensorflow]
+    python bench/before_after.py --before DIR --after DIR --compiled   # compiled steps
+
+`--compiled` times the steps of bench_backend's compiled_large instead (jax.jit,
+tf.function(jit_compile=True), torch.compile), on 2**--log2n elements, against the backend's own
+native custom gradient (kind "native") rather than Keras's, which does not compile everywhere.
 
 DIR holds a `customgrad` package, e.g. a checkout of an earlier commit:
 `git archive <commit> python | tar -x -C /tmp/before` gives `--before /tmp/before/python`.
@@ -29,7 +34,7 @@ from run import PINNED_ENV  # noqa: E402  (pins every framework to one thread)
 FUNCTIONS = ["softplus", "swish", "three"]
 
 
-def worker(kinds: list[str]) -> None:
+def worker(kinds: list[str], compiled: bool, n: int) -> None:
     """Reads "round CALLS" lines; answers one JSON line {kind/fn: microseconds per call}."""
     import bench_backend
     import customgrad
@@ -39,12 +44,14 @@ def worker(kinds: list[str]) -> None:
 
     steps, first = {}, {}
     for fn in FUNCTIONS:
-        xs = bench_backend.inputs(8, impls.N_INPUTS[fn])
+        xs = bench_backend.inputs(n, impls.N_INPUTS[fn])
         for kind in kinds:
             try:
-                step = impls.grad_step(impls.implementations()[kind][fn], impls.N_INPUTS[fn])
+                step = impls.grad_step(impls.implementations()[kind][fn], impls.N_INPUTS[fn],
+                                       compiled)
                 result = step(*xs)
-                first[f"{kind}/{fn}"] = [np.asarray(ops.convert_to_numpy(g)).tolist()
+                # the first values of each gradient and its sum (all of it, for tiny inputs)
+                first[f"{kind}/{fn}"] = [_summary(np.asarray(ops.convert_to_numpy(g)))
                                          for g in result]
                 steps[f"{kind}/{fn}"] = (step, xs)
             except Exception as e:  # reported in the table, never hidden
@@ -61,11 +68,18 @@ def worker(kinds: list[str]) -> None:
         print(json.dumps(times), flush=True)
 
 
-def start(directory: str, backend: str, kinds: list[str]) -> tuple[subprocess.Popen, dict]:
+def _summary(gradient) -> list:
+    flat = gradient.ravel()
+    return [*flat[:64].tolist(), float(flat.sum(dtype="float64"))]
+
+
+def start(directory: str, backend: str, kinds: list[str], compiled: bool,
+          n: int) -> tuple[subprocess.Popen, dict]:
     env = {**os.environ, **PINNED_ENV, "KERAS_BACKEND": backend,
            "PYTHONPATH": os.pathsep.join([directory, str(HERE)])}
     process = subprocess.Popen(
-        [sys.executable, __file__, "--worker", ",".join(kinds)], env=env, text=True,
+        [sys.executable, __file__, "--worker", ",".join(kinds), "--n", str(n)]
+        + (["--compiled"] if compiled else []), env=env, text=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(HERE.parent))
     return process, json.loads(process.stdout.readline())
 
@@ -76,8 +90,10 @@ def timed(process, calls: int) -> dict:
     return json.loads(process.stdout.readline())
 
 
-def compare(before: str, after: str, backend: str, rounds: int, calls: int) -> None:
-    workers = {side: start(directory, backend, ["customgrad", "keras"])
+def compare(before: str, after: str, backend: str, rounds: int, calls: int, compiled: bool,
+            n: int) -> None:
+    reference = "native" if compiled else "keras"
+    workers = {side: start(directory, backend, ["customgrad", reference], compiled, n)
                for side, directory in (("before", before), ("after", after))}
     print(f"\n## {backend}")
     for side, (_, hello) in workers.items():
@@ -99,10 +115,11 @@ def compare(before: str, after: str, backend: str, rounds: int, calls: int) -> N
     for process, _ in workers.values():
         process.stdin.close()
         process.wait()
-    print("| function | before µs | after µs | after / before | before / keras | after / keras |")
+    print(f"| function | before µs | after µs | after / before | before / {reference} "
+          f"| after / {reference} |")
     print("| --- | --- | --- | --- | --- | --- |")
     for fn in FUNCTIONS:
-        name, keras_name = f"customgrad/{fn}", f"keras/{fn}"
+        name, keras_name = f"customgrad/{fn}", f"{reference}/{fn}"
         if name not in samples["before"][0] or name not in samples["after"][0]:
             print(f"| {fn} | {b_first.get(name)} | {a_first.get(name)} | | |")
             continue
@@ -128,17 +145,24 @@ def main() -> None:
     parser.add_argument("--after", default=str(HERE.parent / "python"))
     parser.add_argument("--backends", default="torch,jax,tensorflow")
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--calls", type=int, help="calls per round (default 300; 5 compiled)")
+    parser.add_argument("--compiled", action="store_true",
+                        help="compiled steps on 2**--log2n elements, against native")
+    parser.add_argument("--log2n", type=int, default=20, help="input size of --compiled")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, default=8, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker(args.worker.split(","))
+        return worker(args.worker.split(","), args.compiled, args.n)
     if not args.before:
         parser.error("--before DIR is required (a directory holding a customgrad package)")
-    print(f"rounds {args.rounds}, {args.calls} calls each; medians (min-max) of µs per "
-          "forward+backward on 8 elements; ratios: medians of per-round ratios")
+    n = 2 ** args.log2n if args.compiled else 8
+    calls = args.calls or (5 if args.compiled else 300)
+    print(f"rounds {args.rounds}, {calls} calls each; medians (min-max) of µs per "
+          f"{'compiled ' if args.compiled else ''}forward+backward on {n} elements; ratios: "
+          "medians of per-round ratios")
     for backend in args.backends.split(","):
-        compare(args.before, args.after, backend, args.rounds, args.calls)
+        compare(args.before, args.after, backend, args.rounds, calls, args.compiled, n)
 
 
 if __name__ == "__main__":

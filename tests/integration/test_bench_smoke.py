@@ -1,5 +1,6 @@
 """The benchmark runs (a quick smoke run on one backend) and prints ratios and verdicts."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -75,3 +76,26 @@ def test_tensorflow_memory_is_measured_and_customgrad_holds_no_more_than_native(
     # 16 softplus calls: tf.custom_gradient keeps every call's output, customgrad does not
     stack = {k: rows["peak_memory_stack", "softplus", k]["median"] for k in ("native", "customgrad")}
     assert stack["customgrad"] < 0.75 * stack["native"], stack
+
+
+@pytest.mark.parametrize("backend, mode", [("torch", []), ("jax", ["--compiled", "--log2n", "10"])])
+def test_before_after_compares_two_revisions_in_one_run(backend, mode):
+    """bench/before_after.py, the same tree as before and after: a row per function, each with
+    its paired ratio and both revisions' ratios to the reference (Keras eager, native compiled)."""
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(f"{backend} is not installed here; before_after.py runs on it")
+    python = str(ROOT / "python")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "before_after.py"), "--before", python, "--after",
+         python, "--backends", backend, "--rounds", "2", "--calls", "3", *mode],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    reference = "native" if mode else "keras"
+    assert f"| after / before | before / {reference} | after / {reference} |" in proc.stdout
+    for fn in ("softplus", "swish", "three"):
+        row = next(line for line in proc.stdout.splitlines() if line.startswith(f"| {fn} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[3].endswith("x") and float(cells[3][:-1]) > 0, row  # the paired ratio
+        if mode or fn != "three":  # keras.ops.custom_gradient cannot do three on torch
+            assert cells[4].endswith("x") and cells[5].endswith("x"), row
