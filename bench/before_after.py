@@ -50,7 +50,6 @@ def worker(kinds: list[str], compiled: bool, n: int) -> None:
                 step = impls.grad_step(impls.implementations()[kind][fn], impls.N_INPUTS[fn],
                                        compiled)
                 result = step(*xs)
-                # the first values of each gradient and its sum (all of it, for tiny inputs)
                 first[f"{kind}/{fn}"] = [_summary(np.asarray(ops.convert_to_numpy(g)))
                                          for g in result]
                 steps[f"{kind}/{fn}"] = (step, xs)
@@ -69,6 +68,7 @@ def worker(kinds: list[str], compiled: bool, n: int) -> None:
 
 
 def _summary(gradient) -> list:
+    """What the two revisions' gradients are compared by: the first 64 values, then the sum."""
     flat = gradient.ravel()
     return [*flat[:64].tolist(), float(flat.sum(dtype="float64"))]
 
@@ -119,24 +119,24 @@ def compare(before: str, after: str, backend: str, rounds: int, calls: int, comp
           f"| after / {reference} |")
     print("| --- | --- | --- | --- | --- | --- |")
     for fn in FUNCTIONS:
-        name, keras_name = f"customgrad/{fn}", f"{reference}/{fn}"
+        name, reference_name = f"customgrad/{fn}", f"{reference}/{fn}"
         if name not in samples["before"][0] or name not in samples["after"][0]:
             print(f"| {fn} | {b_first.get(name)} | {a_first.get(name)} | | |")
             continue
         b = [s[name] for s in samples["before"]]
         a = [s[name] for s in samples["after"]]
         paired = statistics.median(x / y for x, y in zip(a, b))
-        to_keras = {side: _to_keras(samples[side], name, keras_name,
-                                    workers[side][1]["first"]) for side in workers}
+        to_reference = {side: _to_reference(samples[side], name, reference_name,
+                                            workers[side][1]["first"]) for side in workers}
         print(f"| {fn} | {statistics.median(b):.1f} ({min(b):.1f}-{max(b):.1f}) | "
               f"{statistics.median(a):.1f} ({min(a):.1f}-{max(a):.1f}) | {paired:.3f}x | "
-              f"{to_keras['before']} | {to_keras['after']} |")
+              f"{to_reference['before']} | {to_reference['after']} |")
 
 
-def _to_keras(samples, name, keras_name, first) -> str:
-    if keras_name not in samples[0]:
-        return f"n/a ({first[keras_name]})"
-    return f"{statistics.median(s[name] / s[keras_name] for s in samples):.2f}x"
+def _to_reference(samples, name, reference_name, first) -> str:
+    if reference_name not in samples[0]:
+        return f"n/a ({first[reference_name]})"
+    return f"{statistics.median(s[name] / s[reference_name] for s in samples):.2f}x"
 
 
 def main() -> None:
