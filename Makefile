@@ -25,8 +25,10 @@ docs: setup
 	@bash scripts/build_docs.sh
 
 # the differential test's long run: thousands of random custom-gradient programs per backend
-# against a numpy float64 truth (tests/differential/); `make fuzz FUZZ_SEED=7 FUZZ_COUNT=500`
+# against a numpy float64 truth (tests/differential/); `make fuzz FUZZ_SEED=7 FUZZ_COUNT=500`;
+# then the route x transform grid on every backend, with its table (tests/differential/routes.py)
 FUZZ_SEED ?= 0
 FUZZ_COUNT ?= 3000
 fuzz: setup
 	@$(PY) tests/differential/driver.py --seed $(FUZZ_SEED) --count $(FUZZ_COUNT)
+	@$(PY) tests/differential/routes.py --all --table

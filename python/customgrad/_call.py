@@ -231,6 +231,18 @@ class Backward:
                               self.backend.sees_closures())
         return checked_gradients(self, result, variables, variable_values)
 
+    @property
+    def tensor_outputs(self) -> list:
+        """The positions of the output leaves that are tensors (the others, a None or a string,
+        stay out of an autodiff, which takes tensors only)."""
+        return [j for j, s in enumerate(self.output_specs) if s is not None]
+
+    @property
+    def float_outputs(self) -> list:
+        """The positions of the floating-point tensor leaves of the output: the ones gradients
+        flow through (integer and bool outputs get none, on every backend)."""
+        return [j for j, s in enumerate(self.output_specs) if s is not None and s.floating]
+
     def link(self, outputs=None, inputs=None, variables=None, variable_values=None, wanted=(),
              guard=None) -> "Link":
         """This call as an autodiff linked it (see `Link`). `variables`/`variable_values`

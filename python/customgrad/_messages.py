@@ -295,6 +295,38 @@ def jax_forward_mode_assigned(f, n: int) -> CustomGradientError:
         f"(the default) for functions that assign variables.")
 
 
+class JaxHiddenTracerError(CustomGradientError):
+    """On jax, f reaches a tensor being differentiated through an object it closes over, where
+    a transformation traces its call (so it runs inside a jax.custom_vjp, which cannot use that
+    tensor of the enclosing transformation)."""
+
+
+def jax_hidden_tracer(f, names: list) -> JaxHiddenTracerError:
+    """`names`: the tensors being differentiated f reaches through objects it closes over
+    (`h.t`, `holder[0]`, `self.w`)."""
+    found = ", ".join(f"`{name}`" for name in names)
+    return JaxHiddenTracerError(
+        f"{_CG}: `{fn_name(f)}` reaches {found}, a tensor being differentiated, through an "
+        f"object it closes over (an attribute, or an element of a list or dict) instead of "
+        f"receiving it as an argument. On jax, where a transformation traces the call (jax.grad "
+        f"or jax.vjp of its arguments too, jacrev, vmap or jit of grad), it runs inside a "
+        f"jax.custom_vjp, which cannot use such a value of the enclosing transformation. Pass it "
+        f"to `{fn_name(f)}` as a positional argument and return its gradient from grad_fn.")
+
+
+class JaxForwardModeError(CustomGradientError, TypeError):
+    """On jax, forward mode (jax.jvp, jax.jacfwd) of a custom-gradient function built for
+    reverse mode only; a TypeError too, as jax's own error for it is."""
+
+
+def jax_forward_mode_needs_opt_in(f, error) -> JaxForwardModeError:
+    """`error`: jax's own TypeError, quoted."""
+    return JaxForwardModeError(
+        f"{_CG}: forward mode (jax.jvp, jax.jacfwd) reached `{fn_name(f)}`, which is built for "
+        f"reverse mode only; on jax, forward mode needs customgrad.custom_gradient(..., "
+        f"forward_mode=True), which derives it from grad_fn ({error})")
+
+
 def tf_composite_refused(what: str, f, leaf, path: str, supported: str,
                          hint: str) -> CustomGradientError:
     return CustomGradientError(
@@ -525,3 +557,34 @@ def tf_variables_off_tensorflow(f, backend: str) -> ValueError:
         f"grad_fn can receive the tf.Variables f read, as tf.custom_gradient passes them; "
         f"received the {backend} backend, which has no tf.Variables. Leave tf_variables out: "
         f"variables= then holds the keras.Variables f read, on every backend.")
+
+
+class TorchHiddenTangentError(CustomGradientError):
+    """On torch, in forward mode, f reads a tensor carrying a tangent through an object it
+    closes over, and its grad_fn cannot take that tensor's gradient (no `variables=`)."""
+
+
+def torch_hidden_tangent(f, grad_fn, names: list) -> TorchHiddenTangentError:
+    """`names`: the tensors carrying tangents that f reaches through objects it closes over
+    (`h.t`, `holder[0]`, `self.w`)."""
+    found = ", ".join(f"`{name}`" for name in names)
+    return TorchHiddenTangentError(
+        f"{_CG}: `{fn_name(f)}` reaches {found} through an object it closes over (an "
+        f"attribute, an element of a list or dict, a module's parameter) instead of receiving it "
+        f"as an argument, and it carries a forward-mode tangent (torch.func.jvp, jacfwd, "
+        f"torch.autograd.forward_ad). The JVP is derived from grad_fn, and its grad_fn "
+        f"`{fn_name(grad_fn)}` does not accept a `variables` keyword argument, so that tangent "
+        f"would be lost. Pass it to `{fn_name(f)}` as a positional argument, or let grad_fn "
+        f"accept `variables=` (it then receives it, after any keras.Variables read, and returns "
+        f"(grad_xs, grad_vars)).")
+
+
+def torch_jvp_over_transform(f, kinds: list) -> CustomGradientError:
+    """`kinds`: the names of the torch.func transforms nested inside forward mode, innermost
+    first (`Vmap`)."""
+    return CustomGradientError(
+        f"{_CG}: `{fn_name(f)}` is differentiated in forward mode (torch.func.jvp, jacfwd) "
+        f"over a {', '.join(kinds)} transform nested inside it; torch runs the JVP rule outside "
+        f"that transform, and customgrad can derive it from grad_fn there only for grad "
+        f"transforms (torch.func.hessian, jacfwd(jacrev(f))). Apply the {', '.join(kinds)} "
+        f"outside the forward-mode transform, or differentiate in reverse mode (jacrev).")

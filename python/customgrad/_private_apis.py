@@ -33,9 +33,10 @@ PRIVATE_APIS = [
                "wrapped to count losses added inside a custom-gradient forward"),
     PrivateAPI("keras", "keras.src.backend.common.stateless_scope", "get_stateless_scope",
                "jax: the variable values of model.fit's stateless scope; remat: the scope its "
-               "recomputation binds the variables f read in"),
+               "recomputation binds the variables f read in; tensorflow, torch: the values "
+               "stateless_call binds, bound again for grad_fn"),
     PrivateAPI("keras", "keras.src.backend.common.stateless_scope", "in_stateless_scope",
-               "jax, remat: whether a stateless scope is active"),
+               "jax, remat, tensorflow, torch: whether a stateless scope is active"),
     PrivateAPI("keras", "keras.src.backend.common.dtypes", "BIT64_TO_BIT32_DTYPE",
                "the gradient checker's float64 promotion"),
     PrivateAPI("keras", "keras.src.ops.core", "custom_gradient",
@@ -61,8 +62,8 @@ PRIVATE_APIS = [
                "finds the tf.Variables f reads, as tf.custom_gradient does"),
     PrivateAPI("tensorflow", "tensorflow.python", "pywrap_tfe.TFE_Py_PackJVPs",
                "tells whether a forward accumulator watches a tensor"),
-    PrivateAPI("tensorflow", "tensorflow.python", "pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop",
-               "tells whether a tape watches a tensor"),
+    PrivateAPI("tensorflow", "tensorflow.python", "pywrap_tfe.TFE_Py_TapeSetPossibleGradientTypes",
+               "tells whether a tape or a forward accumulator watches a tensor"),
     PrivateAPI("tensorflow", "tensorflow.python.ops.gradients_util", "PossibleTapeGradientTypes",
                "tells whether tapes are nested (whether f's intermediates must stay recorded)"),
     PrivateAPI("tensorflow", "tensorflow.python.ops.gradients_util",
@@ -97,6 +98,19 @@ PRIVATE_APIS = [
                "tells nested forward-mode transforms (refused: torch would give a zero)"),
     PrivateAPI("torch", "torch._functorch.pyfunctorch", "retrieve_all_functorch_interpreters",
                "the same"),
+    PrivateAPI("torch", "torch", "_C._functorch.maybe_get_level",
+               "forward mode: peels a tensor's torch.func wrappers down to a jvp level, to tell "
+               "whether it carries a tangent there (a tensor f reaches through an object)"),
+    PrivateAPI("torch", "torch", "_C._functorch.is_batchedtensor", "the same"),
+    PrivateAPI("torch", "torch", "_C._functorch.is_gradtrackingtensor", "the same"),
+    PrivateAPI("torch", "torch", "_C._functorch._unwrap_batched", "the same"),
+    PrivateAPI("torch", "torch", "_C._functorch._unwrap_for_grad",
+               "the same; and unwraps the JVP derived inside the transforms f ran under back to "
+               "the jvp rule's level (torch.func.hessian)"),
+    PrivateAPI("torch", "torch", "_C._functorch.pop_dynamic_layer_stack",
+               "sets aside (and keeps) torch.func's transforms: unpack_dual has no vmap rule, "
+               "and the jvp rule runs outside the transforms nested in the jvp (hessian)"),
+    PrivateAPI("torch", "torch", "_C._functorch.push_dynamic_layer_stack", "the same"),
     PrivateAPI("torch", "torch.autograd.forward_ad", "_current_level",
                "whether a dual level is open (one attribute read on the fast path)"),
 ]

@@ -533,21 +533,20 @@ def test_torch_module_inside_a_keras_layer_trains_through_grad_fn():
 
 
 @pytest.mark.backends("torch")
-def test_torch_compile_cannot_see_parameters_read_inside_f_a_pinned_limit():
-    # While torch.compile traces f there are no autograd nodes to walk (and dynamo cannot read
-    # closure cells), so a parameter f reads without receiving it gets no gradient, as the
-    # README says; pass it positionally under torch.compile. If this starts failing, torch made
-    # the case visible: route it through variables= there too.
+def test_torch_compile_routes_parameters_read_inside_f_to_grad_fn():
+    # While torch.compile traces f there are no autograd nodes to walk, so a call whose f reaches
+    # a tensor that requires grad runs eagerly (a graph break), where the walk finds it: the
+    # parameter gets grad_fn's gradient, as in eager mode.
     w = torch.nn.Parameter(torch.tensor([2.0, 3.0], device=torch_device()))
 
     @customgrad.custom_gradient
     def f(x):
-        return x * w, lambda dy: dy * 10.0
+        return x * w, lambda dy, variables=None: (dy * 10.0, [dy * 5.0])
 
     x = torch.tensor([1.0, 2.0], requires_grad=True, device=torch_device())
     torch.compile(lambda x: f(x).sum())(x).backward()
     np.testing.assert_array_equal(npy(x.grad), [10.0, 10.0])
-    assert w.grad is None
+    np.testing.assert_array_equal(npy(w.grad), [5.0, 5.0])
 
 
 # -- tf_variables=True: tensorflow's own variables for grad_fns written for tf.custom_gradient -----

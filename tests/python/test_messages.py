@@ -375,6 +375,31 @@ def test_jax_forward_mode_assigned():
     ))
 
 
+def test_jax_hidden_tracer():
+    error = msg.jax_hidden_tracer(f, ['h.t', "holder['t']"])
+    _pin(error, msg.JaxHiddenTracerError, (
+        "customgrad.custom_gradient: `f` reaches `h.t`, `holder['t']`, a tensor being "
+        "differentiated, through an object it closes over (an attribute, or an element of a list "
+        "or dict) instead of receiving it as an argument. On jax, where a transformation traces "
+        "the call (jax.grad or jax.vjp of its arguments too, jacrev, vmap or jit of grad), it "
+        "runs inside a jax.custom_vjp, which cannot use such a value of the enclosing "
+        "transformation. Pass it to `f` as a positional argument and return its gradient from "
+        "grad_fn."
+    ))
+    assert isinstance(error, CustomGradientError)
+
+
+def test_jax_forward_mode_needs_opt_in():
+    error = msg.jax_forward_mode_needs_opt_in(f, TypeError('no jvp'))
+    _pin(error, msg.JaxForwardModeError, (
+        'customgrad.custom_gradient: forward mode (jax.jvp, jax.jacfwd) reached `f`, which is '
+        'built for reverse mode only; on jax, forward mode needs '
+        'customgrad.custom_gradient(..., forward_mode=True), which derives it from grad_fn '
+        '(no jvp)'
+    ))
+    assert isinstance(error, CustomGradientError) and isinstance(error, TypeError)
+
+
 def test_tf_composite_refused():
     error = msg.tf_composite_refused('an argument of', f, 3, 'args[0]',
                                      'tf.Tensor or tf.RaggedTensor',
@@ -657,3 +682,23 @@ def test_the_arity_error_is_a_custom_gradient_error_of_its_own_class():
 
     assert issubclass(customgrad.GradFnArityError, customgrad.CustomGradientError)
     assert customgrad.GradFnArityError.__module__ == "customgrad"
+
+
+def test_torch_hidden_tangent():
+    _pin(msg.torch_hidden_tangent(f, grad, ["h.t", "self.w"]), msg.TorchHiddenTangentError, (
+        "customgrad.custom_gradient: `f` reaches `h.t`, `self.w` through an object it closes "
+        "over (an attribute, an element of a list or dict, a module's parameter) instead of "
+        "receiving it as an argument, and it carries a forward-mode tangent (torch.func.jvp, "
+        "jacfwd, torch.autograd.forward_ad). The JVP is derived from grad_fn, and its grad_fn "
+        "`grad` does not accept a `variables` keyword argument, so that tangent would be lost. "
+        "Pass it to `f` as a positional argument, or let grad_fn accept `variables=` (it then "
+        "receives it, after any keras.Variables read, and returns (grad_xs, grad_vars))."))
+
+
+def test_torch_jvp_over_transform():
+    _pin(msg.torch_jvp_over_transform(f, ["Vmap"]), CustomGradientError, (
+        "customgrad.custom_gradient: `f` is differentiated in forward mode (torch.func.jvp, "
+        "jacfwd) over a Vmap transform nested inside it; torch runs the JVP rule outside that "
+        "transform, and customgrad can derive it from grad_fn there only for grad transforms "
+        "(torch.func.hessian, jacfwd(jacrev(f))). Apply the Vmap outside the forward-mode "
+        "transform, or differentiate in reverse mode (jacrev)."))

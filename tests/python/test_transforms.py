@@ -490,13 +490,16 @@ def test_torch_tensor_grad_fn_uses_changed_in_place_is_an_error(path):
 # A custom gradient defines reverse-mode derivatives; forward mode is derived from grad_fn (its
 # transpose), so every JVP is grad_fn's (1 at 100 for log1pexp), never the silent NaN (or zero)
 # of f's own derivative. On jax that needs forward_mode=True (tests/python/test_forward_mode.py);
-# without it jax.jvp is jax's own error.
+# without it jax.jvp is a named error (JaxForwardModeError).
 @pytest.mark.backends("jax")
-def test_jax_forward_mode_is_jax_s_own_error_and_forward_over_reverse_works():
+def test_jax_forward_mode_is_a_named_error_and_forward_over_reverse_works():
     import jax
 
     x = t([0.0, 100.0])
-    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+    from customgrad._messages import JaxForwardModeError
+
+    with pytest.raises(JaxForwardModeError, match=re.escape("needs customgrad.custom_gradient(..., "
+                                                            "forward_mode=True)")):
         jax.jvp(log1pexp, (x,), (ops.ones_like(x),))
     # jacfwd of the reverse gradient (not at 100: this grad_fn's own derivative overflows there)
     hessian = jax.hessian(lambda v: ops.sum(log1pexp(v)))(t([0.0, 2.0]))

@@ -9,7 +9,13 @@ Behind it, one module per concern:
   their values are tracers, so every traced float variable of the scope is passed to custom_vjp
   explicitly, and f and grad_fn run in a scope that binds those variables to these inputs.
 * `traced.py`: one call that a transformation traces: its primals, f run on them in the bound
-  scope, and grad_fn as the rule linked to them; shared by both entry points.
+  scope, and grad_fn as the rule linked to them; shared by both entry points. It refuses by
+  name a tensor being differentiated that f reaches through an object it closes over
+  (`refuse_hidden_tracers`): inside the custom_vjp jax could not use it. Under grad of jit, where
+  such a tensor is only a jit tracer while f runs, it is refused by name when the outer grad
+  differentiates it, not by jax's CustomVJPException: a keyword or closure-cell tensor becomes an
+  extra input f reads instead (`Hidden`), one read through an object an input of an identity
+  whose JVP refuses it (`tied_to_hidden`).
 * `link.py`: `call`, on custom_vjp. As in jax.custom_gradient, grad_fn is traced into a jaxpr
   inside the forward rule so that the tensors it closes over become explicit residuals (that is
   what makes jit, vmap and grad-of-grad work). Variables f assigns (a SeedGenerator's state, a

@@ -30,7 +30,6 @@ def call_forward_mode(arguments):
     def primal(*primals):
         return traced.forward(primals)[0]
 
-    @primal.defjvp
     def primal_jvp(primals, tangents):
         out_leaves, rule = traced.forward(primals)
         float_outputs = rule.float_outputs
@@ -48,7 +47,27 @@ def call_forward_mode(arguments):
                         else np.zeros(o.shape, dtype=jax.dtypes.float0) for o in out_leaves]
         return out_leaves, out_tangents
 
+    if traced.hidden:
+        primal.defjvp(_refusing_hidden(traced, primal_jvp), symbolic_zeros=True)
+    else:
+        primal.defjvp(primal_jvp)
     return traced.rebuild(primal(*traced.primals))
+
+
+def _refusing_hidden(traced, jvp):
+    """The JVP rule, with symbolic zeros, of a custom_jvp whose last primals are the tracers f
+    reads by keyword or closure (`traced.Hidden`): it refuses by name one that carries a tangent
+    (grad of jit differentiating it), and leaves the others out of the JVP."""
+    n = len(traced.specs)
+
+    def jvp_(primals, tangents):
+        for k, tangent in enumerate(tangents[n:]):
+            if not isinstance(tangent, jax.custom_derivatives.SymbolicZero):
+                raise traced.hidden.refusal(traced.arguments.f, k)
+        return jvp(primals, [None if isinstance(t, jax.custom_derivatives.SymbolicZero) else t
+                             for t in tangents[:n]])
+
+    return jvp_
 
 
 def _instantiate(tangent, spec_):

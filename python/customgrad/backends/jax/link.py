@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import jax
 import jax.extend.core as jax_core
+import jax.numpy as jnp
 import numpy as np
 
+from ... import _messages as msg
+from .tensors import zeros
 from .traced import Traced, concrete
 
 
@@ -72,9 +75,40 @@ def call(arguments):
         )
 
     f = jax.custom_vjp(primal)
-    f.defvjp(fwd, bwd)
-    results = f(*traced.primals)
+    if traced.hidden:
+        f.defvjp(*_refusing_hidden(traced, fwd, bwd), symbolic_zeros=True)
+    else:
+        f.defvjp(fwd, bwd)
+    try:
+        results = f(*traced.primals)
+    except TypeError as error:
+        if "forward-mode autodiff (jvp) to a custom_vjp" not in str(error):
+            raise
+        raise msg.jax_forward_mode_needs_opt_in(arguments.f, error) from error
     n_outputs = len(results) - len(traced.assigned)
     for variable, value in zip(traced.assigned, results[n_outputs:]):
         variable.assign(value)  # into the caller's stateless scope
     return traced.rebuild(results[:n_outputs])
+
+
+def _refusing_hidden(traced, fwd, bwd):
+    """fwd and bwd for a custom_vjp with symbolic zeros whose last primals are the tracers f
+    reads by keyword or closure (`traced.Hidden`): fwd refuses by name one being
+    differentiated (`perturbed`, which only symbolic zeros tell), bwd gives the others a zero
+    gradient."""
+    n = len(traced.specs)
+    hidden = traced.hidden
+
+    def fwd_(*primals):
+        for k, p in enumerate(primals[n:]):
+            if p.perturbed:
+                raise hidden.refusal(traced.arguments.f, k)
+        return fwd(*[p.value for p in primals])
+
+    def bwd_(res, cotangents):
+        cotangents = [jnp.zeros(c.shape, c.dtype)
+                      if isinstance(c, jax.custom_derivatives.SymbolicZero) else c
+                      for c in cotangents]
+        return bwd(res, cotangents) + tuple(zeros(s) for s in hidden.specs)  # all float
+
+    return fwd_, bwd_

@@ -7,18 +7,22 @@ assignment is an error.
 
 from __future__ import annotations
 
+import copy
+import types
+
 import jax
 import jax.numpy as jnp
 
 from ... import _messages as msg, _tree
-from .tensors import is_float, spec, zeros
+from ..._closure import tensors_reachable
+from .tensors import being_differentiated, is_float, spec, zeros
 from .scope import collects_losses, scope_mapping, variables_bound
 
 
 def _closes_over_tracer(f) -> bool:
     """Whether f closes over a traced value (directly): then a transformation traces this call
-    even with concrete arguments, and custom_vjp must see it (under grad of jit, jax then
-    refuses the closed-over value being differentiated instead of differentiating f's ops)."""
+    even with concrete arguments, and custom_vjp must see it (as an input, `Hidden`: under grad
+    of jit, one being differentiated is refused by name instead of differentiating f's ops)."""
     for cell in getattr(f, "__closure__", None) or ():
         try:
             if isinstance(cell.cell_contents, jax.core.Tracer):
@@ -26,6 +30,143 @@ def _closes_over_tracer(f) -> bool:
         except ValueError:  # an empty cell
             continue
     return False
+
+
+def refuse_hidden_tracers(f, received) -> list:
+    """Raises `msg.jax_hidden_tracer` where f reaches, through the objects it closes over (an
+    attribute, an element of a list or dict; `_closure.tensors_reachable`), a tensor being
+    differentiated that it did not receive (`received`: the call's own tensors). Inside the
+    custom_vjp (custom_jvp) such a tensor of the enclosing transformation is unusable: jax
+    raises its UnexpectedTracerError, or under jit lets it leak. grad_fn, defined inside f,
+    reaches what f closes over, so it is covered too. Costs one walk of f's closure and its
+    objects' attributes (tens of us for a closure over a Keras layer), on traced calls of an
+    f that closes over something or is a bound method; other calls skip it.
+
+    Returns (name, tracer) for the other float tracers it reaches so (a jit's, whose
+    differentiation, if any, comes later: `tied_to_hidden`)."""
+    if not (getattr(f, "__closure__", None) or getattr(f, "__self__", None) is not None):
+        return []
+    skip = {id(t) for t in received}
+    reached = [(name, value) for name, value in tensors_reachable([f], _is_tracer)
+               if id(value) not in skip]
+    names = [name for name, value in reached if being_differentiated(value)]
+    if names:
+        raise msg.jax_hidden_tracer(f, list(dict.fromkeys(names)))
+    return [(name, value) for name, value in reached if is_float(value)]
+
+
+def tied_to_hidden(f, primals: list, hidden: list) -> list:
+    """`primals` passed through an identity (a custom_jvp) that takes the tracers f reaches
+    through objects (`hidden`: (name, tracer) from `refuse_hidden_tracers`) as inputs too: its
+    JVP rule raises `msg.jax_hidden_tracer` naming those that carry a tangent. Under
+    jax.grad(jax.jit(...)) that JVP runs before the custom_vjp's, which would raise jax's own
+    CustomVJPException for the closed-over value; not differentiated, they change nothing. Only
+    the float primals are tied (at least one is needed for the identity to be used)."""
+    floats = [k for k, p in enumerate(primals) if is_float(p)]
+    if not floats:
+        return primals
+    names = [name for name, _ in hidden]
+
+    @jax.custom_jvp
+    def tie(ps, _):
+        return ps
+
+    def tie_jvp(values, tangents):
+        (ps, _), (dps, dhidden) = values, tangents
+        carried = [name for name, t in zip(names, dhidden) if not isinstance(t, _SymbolicZero)]
+        if carried:
+            raise msg.jax_hidden_tracer(f, list(dict.fromkeys(carried)))
+        return ps, [jnp.zeros_like(p) if isinstance(t, _SymbolicZero) else t
+                    for p, t in zip(ps, dps)]
+
+    tie.defjvp(tie_jvp, symbolic_zeros=True)
+    tied = tie([primals[k] for k in floats], [t for _, t in hidden])
+    primals = list(primals)
+    for k, p in zip(floats, tied):
+        primals[k] = p
+    return primals
+
+
+_SymbolicZero = jax.custom_derivatives.SymbolicZero
+
+
+def _is_tracer(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+class Hidden:
+    """The float tracers f reaches without receiving them positionally: a tensor passed by
+    keyword (`keywords`: its position among the tensor leaves, and the keyword) or a cell of f's
+    own closure (`cells`: the cell's position, and its name). Under jax.grad itself the core
+    refused one being differentiated; what reaches here is a tracer that jit (or vmap) traces,
+    whose differentiation, if any, comes later (jax.grad of a jitted function).
+
+    They become extra primals of the custom_vjp (custom_jvp), after the positional ones and the
+    variables, and f reads those instead (`bind`). Closed over, jax would refuse one being
+    differentiated with its own CustomVJPException before calling the forward rule (or, not
+    differentiated, fail on the stale jit tracer); as a primal, the rule sees whether it is
+    perturbed, refuses it by name (`refusal`), and else gives it a zero gradient. An object's
+    attribute or element cannot be handled so (f would read another value only if the object
+    were changed): `tied_to_hidden` refuses those."""
+
+    def __init__(self, arguments):
+        f, kwargs = arguments.f, arguments.structure[1]
+        positional = set(arguments.positional)
+        self.keywords = [(k, _keyword_of(kwargs, arguments.leaves[arguments.tensor_index[k]]))
+                         for k, value in enumerate(arguments.tensor_values)
+                         if k not in positional and _float_tracer(value)]
+        self.cells = []
+        closure = getattr(f, "__closure__", None) or ()
+        for i, (name, cell) in enumerate(zip(f.__code__.co_freevars if closure else (),
+                                             closure)):
+            try:
+                if _float_tracer(cell.cell_contents):
+                    self.cells.append((i, name))
+            except ValueError:  # an empty cell
+                continue
+        self.values = ([arguments.tensor_values[k] for k, _ in self.keywords]
+                       + [f.__closure__[i].cell_contents for i, _ in self.cells])
+        self.specs = [spec(v) for v in self.values]
+
+    def __bool__(self):
+        return bool(self.values)
+
+    def refusal(self, f, k):
+        """The named error for the hidden primal `k` (in `values`' order) being differentiated."""
+        if k < len(self.keywords):
+            return msg.hidden_input(f, keyword=self.keywords[k][1])
+        return msg.hidden_input(f, closed_over=self.cells[k - len(self.keywords)][1])
+
+    def bind(self, arguments, values, primals):
+        """(arguments, values) that make f read the hidden `primals` (in `values`' order): the
+        keyword ones put in `values`, the cell ones in a copy of f whose cells hold them (with
+        f's code, globals, name and defaults: messages name it as f)."""
+        for (k, _), p in zip(self.keywords, primals):
+            values[k] = p
+        if self.cells:
+            f = arguments.f
+            func = getattr(f, "__func__", f)  # a bound method's function
+            cells = list(func.__closure__)
+            for (i, _), p in zip(self.cells, primals[len(self.keywords):]):
+                cells[i] = types.CellType(p)
+            g = types.FunctionType(func.__code__, func.__globals__, func.__name__,
+                                   func.__defaults__, tuple(cells))
+            g.__kwdefaults__, g.__qualname__ = func.__kwdefaults__, func.__qualname__
+            arguments = copy.copy(arguments)
+            arguments.f = g if func is f else types.MethodType(g, f.__self__)
+        return arguments, values
+
+
+def _float_tracer(x) -> bool:
+    return isinstance(x, jax.core.Tracer) and is_float(x)
+
+
+def _keyword_of(kwargs: dict, leaf) -> str | None:
+    """The keyword whose value holds `leaf` (by identity)."""
+    for key, value in kwargs.items():
+        if any(v is leaf for v in _tree.flatten(value)):
+            return key
+    return None
 
 
 def concrete(primals) -> bool:
@@ -37,10 +178,8 @@ class Traced:
     """One call as custom_vjp (or custom_jvp) takes it.
 
     Its primals are the positional tensor leaves, then every traced floating-point variable value
-    of the stateless scope. Tensors passed by keyword are closed over, not inputs: they get no
-    gradient, and where one is differentiated from outside a jit (grad of jit), jax refuses the
-    closed-over value instead of giving it a zero gradient (under jax.grad itself the core
-    refused it).
+    of the stateless scope (`specs` are theirs); then the float tracers f reaches by keyword or
+    as a cell of its closure (`hidden`, a `Hidden`, or None where there are none).
 
     `traced` is False where nothing traces the call (concrete arrays, no traced closure): then no
     gradient can be asked of it, and the caller runs f directly.
@@ -63,7 +202,16 @@ class Traced:
             isinstance(p, jax.core.Tracer) for p in self.primals + self.tensor_values)
         if not self.traced:
             return
+        reached = refuse_hidden_tracers(arguments.f, self.primals + self.tensor_values)
         self.specs = [spec(p) for p in self.primals]
+        self.hidden = None  # calls with no keyword and no closure skip the search
+        if arguments.structure[1] or getattr(arguments.f, "__closure__", None):
+            self.hidden = Hidden(arguments) or None
+        if self.hidden:
+            self.primals = self.primals + self.hidden.values
+            reached = [(n, v) for n, v in reached if all(v is not h for h in self.hidden.values)]
+        if reached:
+            self.primals = tied_to_hidden(arguments.f, self.primals, reached)
         self.collect_losses = collects_losses(mapping)  # a loss added inside f would be lost
         self.output = None  # the output's structure (of specs), once f ran
         self.assigned = []  # the variables f assigned, in the order their values follow
@@ -79,10 +227,13 @@ class Traced:
         values = list(self.tensor_values)
         for k, p in zip(self.positional, primals[:n_inputs]):
             values[k] = p
-        variable_primals = primals[n_inputs:]
+        variable_primals = primals[n_inputs:len(self.specs)]
+        arguments = self.arguments
+        if self.hidden:
+            arguments, values = self.hidden.bind(arguments, values, primals[len(self.specs):])
         f = self.arguments.f
         with variables_bound(self.mapping, self.variable_ids, variable_primals) as scope:
-            _, out_leaves, backward = self.arguments.forward(values)
+            _, out_leaves, backward = arguments.forward(values)
         updates = list(scope.updates.values()) if scope is not None else []
         if updates and not self.assignments_leave:
             raise msg.jax_forward_mode_assigned(f, len(updates))

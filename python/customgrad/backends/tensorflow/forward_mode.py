@@ -1,9 +1,9 @@
 """Forward mode (tf.autodiff.ForwardAccumulator) derived from grad_fn.
 
-In eager mode the call is recorded on the tapes as one operation whose backward is grad_fn (see
-`link.py`), which an accumulator transposes into the JVP; this module holds whether an
-accumulator watches, the check that grad_fn is linear in its upstream, and the call inside a
-tf.function under an accumulator opened there.
+The call is recorded on the tapes as one operation whose backward is grad_fn (see `link.py`: in
+eager mode always, in a graph where an accumulator opened there watches an input), which an
+accumulator transposes into the JVP; this module holds whether an accumulator watches and the
+check that grad_fn is linear in its upstream.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accum
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 
 from ... import _forward
-from .grad_fn import custom_gradient_grad, record_on_tapes
 from .tensors import is_float
-from .variables import grad_fn_variables, loss_error
 
 
 def has_tangents(tensors) -> bool:
@@ -40,32 +38,3 @@ def check_linear(link, out_leaves, concrete):
             return [None if g is None else g.numpy() for g in grads[:n_inputs]]
     _forward.check_linear(backward.f, backward.grad_fn, rule,
                           [tuple(o.shape) for o in float_outputs])
-
-
-def call_graph_forward_mode(arguments, tf_variables):
-    """A call inside a tf.function under a tf.autodiff.ForwardAccumulator opened there.
-
-    The accumulator would see tf.custom_gradient's IdentityN, not grad_fn: its JVP would be f's
-    own derivative (NaN for log1pexp at 100) or zero. The outputs of tf.custom_gradient go
-    through one more identity, which is recorded (inputs -> outputs) with grad_fn as its
-    backward: the accumulator transposes it into the JVP, as it does in eager mode, and a tape
-    inside the function uses grad_fn. The graph itself still carries tf.custom_gradient's
-    gradient, for a tape outside the tf.function.
-    """
-    link = out_leaves = None  # this call's, once f ran inside tf.custom_gradient
-
-    @tf.custom_gradient
-    def forward(*tensors):
-        nonlocal link, out_leaves
-        _, out_leaves, backward = arguments.forward(tensors)
-        if backward.reads.losses_added:
-            raise loss_error(arguments.f)
-        out_leaves = [tf.convert_to_tensor(o) for o in out_leaves]
-        link = backward.link(variables=grad_fn_variables(backward.reads, tf_variables))
-        return out_leaves, custom_gradient_grad(link)
-
-    results = forward(*arguments.tensor_values)
-    check_linear(link, out_leaves, concrete=False)
-    outputs = record_on_tapes(link.wanting(link.variable_values), results,
-                              arguments.tensor_values)
-    return link.backward.rebuild(outputs)

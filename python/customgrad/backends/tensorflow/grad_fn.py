@@ -1,10 +1,18 @@
 """grad_fn's call from TensorFlow's autodiff, through the call's `_call.Link`: the tape's
 cotangents in, the gradients of the flat tensor components out (`gradients`); the grad function
 tf.custom_gradient takes (`custom_gradient_grad`); and the one operation recorded on the tapes
-whose backward is grad_fn (`record_on_tapes`)."""
+whose backward is grad_fn (`record_on_tapes`).
+
+grad_fn reads the variable values f read: inside Keras's stateless scope (`layer.stateless_call`)
+f read the values the scope binds, but the tape calls grad_fn after the scope is gone, where a
+read of `self.kernel` gives the stored value. The scope's values are kept (`stateless_values`)
+and bound again around grad_fn's call, as the jax backend does.
+"""
 
 from __future__ import annotations
 
+from keras import StatelessScope
+from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 import tensorflow as tf
 from tensorflow.python.eager import record  # no public API records an op with its own backward
 
@@ -13,13 +21,36 @@ from .composites import component, upstream_leaves
 from .variables import keras_variables_error
 
 
-def gradients(link, cotangents):
+def stateless_values(reads) -> dict | None:
+    """The variable values of the stateless scope f ran in (id(variable) -> value), for grad_fn
+    to read the same; None outside one, or where f read no keras.Variable (the common call:
+    nothing is looked up)."""
+    if not reads.variables or not in_stateless_scope():
+        return None
+    return dict(get_stateless_scope().state_mapping)
+
+
+class _Rebound(StatelessScope):
+    """A stateless scope binding the values f read (see `stateless_values`) while grad_fn
+    runs; it creates and initializes nothing."""
+
+    def __init__(self, mapping: dict):
+        super().__init__(initialize_variables=False)
+        self.state_mapping = mapping
+
+
+def gradients(link, cotangents, bound=None):
     """grad_fn's call through `link` on the tape's cotangents (one per linked output): the
-    gradients (flat components) of the inputs, then those of the variables the link wants. A
-    grad_fn that trips on a keras.Variable among its `variables=` gets a CustomGradientError
-    that says why (see `variables.py`)."""
+    gradients (flat components) of the inputs, then those of the variables the link wants;
+    `bound`: the `stateless_values` f read, bound again while grad_fn runs. A grad_fn that trips
+    on a keras.Variable among its `variables=` gets a CustomGradientError that says why (see
+    `variables.py`)."""
     try:
-        grads = link(upstream_leaves(link, cotangents))
+        if bound is None:
+            grads = link(upstream_leaves(link, cotangents))
+        else:
+            with _Rebound(bound):
+                grads = link(upstream_leaves(link, cotangents))
     except (TypeError, AttributeError, ValueError) as error:
         explained = keras_variables_error(link.backward.f, link.variables, error)
         if explained is None:
@@ -28,25 +59,27 @@ def gradients(link, cotangents):
     return [component(g) for g in grads]
 
 
-def custom_gradient_grad(link):
-    """The grad function handed to tf.custom_gradient for the call `link` links."""
+def custom_gradient_grad(link, bound=None):
+    """The grad function handed to tf.custom_gradient for the call `link` links (`bound`: see
+    `gradients`)."""
 
     def grad(*cotangents, variables=None):
         # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
         # those are not among what f read for grad_fn, and get no gradient
         if variables is None:
-            return gradients(link, cotangents)
-        grads = gradients(link.wanting(variables), cotangents)
+            return gradients(link, cotangents, bound)
+        grads = gradients(link.wanting(variables), cotangents, bound)
         n_inputs = len(grads) - len(variables)
         return grads[:n_inputs], grads[n_inputs:]
 
     return grad
 
 
-def record_on_tapes(link, outputs, tape_inputs) -> list:
+def record_on_tapes(link, outputs, tape_inputs, bound=None) -> list:
     """Records one operation (`tape_inputs` and the reads of the link's variable values ->
     `outputs`, flat tensors of the outputs it links) on every active tape and forward
-    accumulator, whose backward is grad_fn; returns the recorded outputs."""
+    accumulator, whose backward is grad_fn (`bound`: see `gradients`); returns the recorded
+    outputs."""
     with record.stop_recording():
         # new tensors (no copy): an output that is an input, or a tensor some tape already
         # knows, must not get a second producer on the tape
@@ -55,7 +88,7 @@ def record_on_tapes(link, outputs, tape_inputs) -> list:
     inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in link.variable_values]
 
     def backward_fn(*cotangents):
-        return gradients(link, cotangents)
+        return gradients(link, cotangents, bound)
 
     record.record_operation(f"customgrad_{msg.fn_name(link.backward.f)}", recorded, inputs,
                             backward_fn)

@@ -1,6 +1,8 @@
 """A call wired into TensorFlow's autodiff: in eager mode the call is recorded on the tapes as one
 operation whose backward is grad_fn; in graphs (tf.function, also with jit_compile=True) it is
-built on tf.custom_gradient over the flat tensor leaves.
+built on tf.custom_gradient over the flat tensor leaves, and under a forward accumulator opened
+in the graph also recorded on the tapes (`_call_graph`'s `forward_mode`). Every path runs f
+through the one `_forward`, which holds every check of what f did.
 
 Eager mode does not use tf.custom_gradient because its backward closure keeps the forward's
 outputs alive until the tape is gone: one tensor per call more than plain autodiff holds, which
@@ -16,8 +18,8 @@ from tensorflow.python.ops import gradients_util  # ... or tells whether a tape 
 from ... import _messages as msg
 from .composites import (component, has_composite, refuse_other_composite_args,
                          refuse_other_composite_outputs, with_component)
-from .forward_mode import call_graph_forward_mode, check_linear, has_tangents
-from .grad_fn import custom_gradient_grad, record_on_tapes
+from .forward_mode import check_linear, has_tangents
+from .grad_fn import custom_gradient_grad, record_on_tapes, stateless_values
 from .hidden_inputs import probe, refuse_used, watched_reachable
 from .tensors import being_differentiated, unwatched
 from .variables import grad_fn_variables, loss_error
@@ -39,42 +41,72 @@ def _call(arguments, tf_variables):
     if composite_inputs:
         refuse_other_composite_args(arguments)
         tape_inputs = [component(v) for v in tape_inputs]
-    # When a single non-persistent tape watches the inputs, nothing will ever differentiate
-    # grad_fn, so the tape need not keep f's intermediates (tf.custom_gradient records them all:
-    # 1.25x the memory of plain autodiff for a recomputing swish): f then runs on `_unwatched`
-    # copies of the inputs. Under nested or persistent tapes f runs on the inputs themselves and
-    # its intermediates stay recorded, so second derivatives through grad_fn's closure stay
-    # correct.
-    gradient_types = gradients_util.PossibleTapeGradientTypes(tape_inputs)
-    first_order_only = gradient_types == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
     if tf.executing_eagerly():
-        return _call_eager(arguments, tape_inputs, first_order_only, tf_variables)
-    if has_tangents(tape_inputs):
-        if composite_inputs:
-            raise msg.tf_composite_forward_mode(arguments.f)
-        return call_graph_forward_mode(arguments, tf_variables)
+        return _call_eager(arguments, tape_inputs, tf_variables)
+    forward_mode = has_tangents(tape_inputs)
+    if forward_mode and composite_inputs:
+        raise msg.tf_composite_forward_mode(arguments.f)
+    return _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_mode)
+
+
+def _forward(arguments, values, tape_inputs, tf_variables, refuse_losses, ran_unwatched,
+             wanted):
+    """Runs f on `values` through `arguments.forward`, with every check of what it did, for all
+    paths: a tensor being differentiated that f reads through an object (the probe, and, where f
+    ran on inputs no tape watches, its outputs being recorded all the same), an output that is
+    another composite tensor, a loss it added (`refuse_losses`: nothing would differentiate it).
+    `tape_inputs`: the call's tensors as the tapes see them; `wanted`: whether the link gives
+    the gradients of the variable values f read (the tapes' record) or not (tf.custom_gradient,
+    which asks for them). Returns (f's output, its leaves, the link, `stateless_values`)."""
+    f = arguments.f
+    hidden = watched_reachable(f, tape_inputs)
+    with probe(hidden) as tape:
+        output, out_leaves, backward = arguments.forward(values)
+    refuse_used(f, tape, hidden, out_leaves)
+    refuse_other_composite_outputs(f, output, out_leaves)
+    reads = backward.reads
+    if reads.losses_added and refuse_losses:
+        raise loss_error(f)
+    if not reads.variables and _recorded(out_leaves) and (ran_unwatched
+                                                          or not _recorded(tape_inputs)):
+        # f ran on inputs no tape or accumulator watches (copies, or inputs none watches) and
+        # read no variable, yet its outputs are recorded: f used a tensor being differentiated
+        # that it did not receive (one computed from a variable before f ran, read through an
+        # object), whose gradient would be dropped without a word
+        raise msg.hidden_input(f)
+    link = backward.link(tensor_positions(backward),
+                         variables=grad_fn_variables(reads, tf_variables),
+                         wanted=reads.values if wanted else ())
+    return output, out_leaves, link, stateless_values(reads)
+
+
+def _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_mode):
+    """The call in a graph: tf.custom_gradient over the flat tensor leaves. f runs on the inputs
+    themselves, as in tf.custom_gradient: `tf.gradients` can compute grad_fn under a tape that
+    differentiates it again (second order), which copies no tape watches would cut off.
+
+    `forward_mode` (a forward accumulator opened in the graph watches an input): the accumulator
+    would see tf.custom_gradient's IdentityN, not grad_fn, and its JVP would be f's own
+    derivative (NaN for log1pexp at 100) or zero; the outputs then go through one more identity,
+    recorded (inputs -> outputs) with grad_fn as its backward, which the accumulator transposes
+    into the JVP, as in eager mode. The graph still carries tf.custom_gradient's gradient, for a
+    tape outside the tf.function. The same record links the values a stateless scope
+    (`layer.stateless_call`) bound to the keras.Variables f read: tensors, not variables,
+    which tf.custom_gradient would leave without a gradient."""
     values = arguments.tensor_values
-    link = out_leaves = None  # this call's, once f ran inside tf.custom_gradient
+    refuse_losses = (gradients_util.PossibleTapeGradientTypes(tape_inputs)
+                     != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE)
+    link = out_leaves = bound = None  # this call's, once f ran inside tf.custom_gradient
 
     @tf.custom_gradient
     def forward(*tensors):
-        nonlocal link, out_leaves
-        if first_order_only:
-            tensors = unwatched(tensors)
+        nonlocal link, out_leaves, bound
         if composite_inputs:
             tensors = [with_component(v, t) for v, t in zip(values, tensors)]
-        hidden = watched_reachable(arguments.f, tape_inputs)
-        with probe(hidden) as tape:
-            output, out_leaves, backward = arguments.forward(tensors)
-        refuse_used(arguments.f, tape, hidden, out_leaves)
-        refuse_other_composite_outputs(arguments.f, output, out_leaves)
-        if (backward.reads.losses_added
-                and gradient_types != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE):
-            raise loss_error(arguments.f)
-        link = backward.link(tensor_positions(backward),
-                             variables=grad_fn_variables(backward.reads, tf_variables))
+        _, out_leaves, link, bound = _forward(arguments, tensors, tape_inputs, tf_variables,
+                                              refuse_losses, ran_unwatched=False, wanted=False)
         outputs = [tf.convert_to_tensor(component(out_leaves[j])) for j in link.outputs]
-        return outputs, custom_gradient_grad(link)
+        return outputs, custom_gradient_grad(link, bound)
 
     try:
         outputs = forward(*tape_inputs)
@@ -84,6 +116,11 @@ def _call(arguments, tf_variables):
         if "ResourceVariable" not in str(error):
             raise
         raise msg.tf_reference_variable(arguments.f) from error
+    if forward_mode:
+        check_linear(link, out_leaves, concrete=False)
+    if forward_mode or bound is not None:
+        outputs = record_on_tapes(link.wanting(link.variable_values), outputs, tape_inputs,
+                                  bound)
     specs = link.backward.output_specs
     return _rebuild(link, out_leaves, outputs, [specs[j] for j in link.outputs])
 
@@ -91,7 +128,7 @@ def _call(arguments, tf_variables):
 def tensor_positions(backward) -> list:
     """The positions of f's output leaves that are tensors: the others (None) stay out of the
     autodiff, which takes tensors only, and get no gradient."""
-    return [j for j, s in enumerate(backward.output_specs) if s is not None]
+    return backward.tensor_outputs
 
 
 def _rebuild(link, leaves, outputs, like):
@@ -108,7 +145,7 @@ def _recorded(leaves) -> bool:
     return any(isinstance(t, tf.Tensor) and being_differentiated(t) for t in leaves)
 
 
-def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
+def _call_eager(arguments, tape_inputs, tf_variables):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
     f = arguments.f
@@ -116,30 +153,24 @@ def _call_eager(arguments, tape_inputs, first_order_only, tf_variables):
         output, out_leaves = arguments.output(arguments.tensor_values)
         refuse_other_composite_outputs(f, output, out_leaves)
         return output
+    # When a single non-persistent tape watches the inputs (eager: no `tf.gradients` can
+    # differentiate grad_fn), nothing will ever differentiate grad_fn, so the tape need not keep
+    # f's intermediates (tf.custom_gradient records them all: 1.25x the memory of plain autodiff
+    # for a recomputing swish): f then runs on `unwatched` copies of the inputs. Under nested or
+    # persistent tapes f runs on the inputs themselves and its intermediates stay recorded, so
+    # second derivatives through grad_fn's closure stay correct.
+    first_order_only = (gradients_util.PossibleTapeGradientTypes(tape_inputs)
+                        == gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER)
     values = arguments.tensor_values
     if first_order_only:
         values = [with_component(v, t) for v, t in zip(values, unwatched(tape_inputs))]
-    hidden = watched_reachable(f, tape_inputs)
-    with probe(hidden) as tape:
-        output, out_leaves, backward = arguments.forward(values)
-    refuse_used(f, tape, hidden, out_leaves)
-    refuse_other_composite_outputs(f, output, out_leaves)
-    reads = backward.reads
-    if reads.losses_added and first_order_only:
-        raise loss_error(f)
-    if not reads.variables and _recorded(out_leaves) and (first_order_only
-                                                          or not _recorded(tape_inputs)):
-        # f ran on unwatched inputs (copies, or inputs no tape watches) and read no variable,
-        # yet a tape records its outputs: f used a tensor being differentiated that it did not
-        # receive (one computed from a variable before f ran, read through an object), whose
-        # gradient would be dropped without a word
-        raise msg.hidden_input(f)
-    link = backward.link(tensor_positions(backward),
-                         variables=grad_fn_variables(reads, tf_variables), wanted=reads.values)
+    output, out_leaves, link, bound = _forward(arguments, values, tape_inputs, tf_variables,
+                                               refuse_losses=first_order_only,
+                                               ran_unwatched=first_order_only, wanted=True)
     if has_tangents(tape_inputs):
         check_linear(link, out_leaves, True)
-    if not arguments.tensor_values and not reads.variables:
+    if not arguments.tensor_values and not link.variables:
         return output  # nothing to differentiate: f's ops stay recorded as they ran
     tensors = [out_leaves[j] for j in link.outputs]
-    outputs = record_on_tapes(link, [component(o) for o in tensors], tape_inputs)
+    outputs = record_on_tapes(link, [component(o) for o in tensors], tape_inputs, bound)
     return _rebuild(link, out_leaves, outputs, tensors)

@@ -45,9 +45,11 @@ def is_float(x) -> bool:
 
 
 def being_differentiated(x, closed_over=False) -> bool:
-    """Whether a gradient tape watches tensor `x` (variables are found by the tape's variable
-    watching, not here)."""
-    return isinstance(x, tf.Tensor) and pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop([x])
+    """Whether a gradient tape or a forward accumulator watches tensor `x` (variables are found
+    by the tape's variable watching, not here). Accumulators count: a tangent that reaches f other
+    than through a positional argument would be dropped as a tape's gradient would."""
+    # one C call that asks the tapes and the accumulators (0: none watches x)
+    return isinstance(x, tf.Tensor) and pywrap_tfe.TFE_Py_TapeSetPossibleGradientTypes([x]) != 0
 
 
 def dense_spec(x) -> TensorSpec:

@@ -17,7 +17,10 @@ nothing else. Behind it, one module per concern:
 * `fast_path`: `call_positional`, the eager call on positional tensors, in one pass.
 * `hidden_inputs`: what a call depends on without receiving it: the parameters f reads (the
   autograd walk that finds them, and their names for messages).
-* `forward_mode`: dual tensors (torch.autograd.forward_ad) and the JVP derived from grad_fn.
+* `rebinding`: grad_fn sees the values f read (a stateless scope's, the parameters
+  `torch.func.functional_call` swapped in), bound again while it runs.
+* `forward_mode`: dual tensors (torch.autograd.forward_ad) and the JVP derived from grad_fn;
+  the tangents f reaches other than as arguments, and the JVP rule under hessian.
 * `replicas`: one device's gradient norm, from one rank of DDP or FSDP.
 * `vjp`: `vjp_flat` and `recomputation_inputs`, for customgrad.vjp/jvp, the gradient checker
   and remat.

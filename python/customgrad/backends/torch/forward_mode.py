@@ -3,24 +3,128 @@ grad_fn, which `DualLink` and the torch.func form of the link (`functions.Functo
 
 f's own ops would give f's derivative (NaN for log1pexp at 100); grad_fn is linear in the
 cotangents, so the VJP of the backward applied to the input tangents is J v.
+
+A tangent reaches f by other routes too: `tangent_test` tells a tensor that carries one (also
+under torch.func transforms), `hidden_tangents` finds those f reaches through objects (they go
+to grad_fn's `variables=`; the keyword and closure-cell routes are refused by the core, as in
+reverse mode, through `tensors.being_differentiated`), and `transforms_kept` / `lifted_jvp` run
+the JVP rule inside the transforms f ran under (torch.func.hessian: jacfwd over jacrev).
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
+from torch._C._functorch import TransformType, _unwrap_batched, _unwrap_for_grad
+from torch._C._functorch import is_batchedtensor, is_gradtrackingtensor, maybe_get_level
+from torch._C._functorch import pop_dynamic_layer_stack, push_dynamic_layer_stack
+from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 from torch.autograd import forward_ad
 
-from ... import _forward
+from ... import _forward, _messages as msg
+from ..._closure import tensors_reachable
+from ..._convention import inspect_grad_fn
 
 
 def has_tangents(tensors) -> bool:
-    """Whether a tensor is a dual tensor with a tangent. Such a tensor says requires_grad=False;
-    the call is linked by `DualLink`, whose jvp derives the JVP from grad_fn."""
+    """Whether a tensor is a dual tensor with a tangent (torch.autograd.forward_ad, outside
+    torch.func transforms). Such a tensor says requires_grad=False; the call is linked by
+    `DualLink`, whose jvp derives the JVP from grad_fn."""
     if forward_ad._current_level < 0:  # no dual_level open: one module attribute read
+        return False
+    if torch._C._are_functorch_transforms_active():  # (their link has its own jvp rule)
         return False
     return any([isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None
                 for t in tensors])
+
+
+def tangent_test():
+    """A predicate telling whether a tensor carries a forward-mode tangent now (dual tensors of
+    torch.autograd.forward_ad, or of a torch.func.jvp level: jvp, jacfwd, hessian), or None
+    where none can (no dual level open, which torch.func.jvp opens too: one attribute read)."""
+    if forward_ad._current_level < 0:
+        return None
+    if not torch._C._are_functorch_transforms_active():
+        return _has_dual_tangent
+    interpreters = retrieve_all_functorch_interpreters()
+    levels = [i.level() for i in interpreters]
+    # the jvp levels, and -1: dual tensors of forward_ad under the transforms (torch.vmap)
+    tangent_levels = [-1] + [i.level() for i in interpreters if i.key() == TransformType.Jvp]
+    return lambda t: isinstance(t, torch.Tensor) and any(
+        [_tangent_at(t, level, levels) for level in tangent_levels])
+
+
+def _has_dual_tangent(t) -> bool:
+    return isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None
+
+
+def _tangent_at(t, level: int, levels: list) -> bool:
+    """Whether `t` has a tangent at the torch.func jvp level `level` (-1: forward_ad's own, below
+    every transform): its wrapper of that level (peeled from the wrappers of the transforms
+    above), read with those transforms set aside, as torch.func.jvp reads its outputs
+    (unpack_dual has no vmap rule)."""
+    while True:
+        own = maybe_get_level(t)
+        if own == level:
+            break
+        if own < level:  # not a tensor of that level: no tangent there
+            return False
+        if is_batchedtensor(t):
+            t = _unwrap_batched(t, own)[0]
+        elif is_gradtrackingtensor(t):
+            t = _unwrap_for_grad(t, own)
+        else:  # another kind of wrapper (functionalization): not followed
+            return False
+    above = sum([1 for other in levels if other > level])
+    layers = []
+    try:
+        for _ in range(above):
+            layers.append(pop_dynamic_layer_stack())
+        return forward_ad.unpack_dual(t).tangent is not None
+    finally:
+        for layer in reversed(layers):
+            push_dynamic_layer_stack(layer)
+
+
+def hidden_tangents(f, grad_fn, carries, received, known) -> list:
+    """The tensors carrying tangents (`carries`: `tangent_test()`) that f reaches through the
+    objects it closes over (an attribute, an element of a list or dict, a module's parameter,
+    as torch.func.functional_call swaps it in) without receiving them: not `received` (its
+    arguments) and not `known` (the keras.Variable values it read). In forward mode there is no
+    graph to walk, so every such tensor f reaches is one: grad_fn receives them in
+    `variables=`, or, where it does not accept it, a TorchHiddenTangentError names them."""
+    skip = {id(t) for t in received}
+    skip.update(id(t) for t in known)
+    found, names = [], []
+    for name, t in tensors_reachable([f], _is_tensor, _module_tensors):
+        if id(t) not in skip and carries(t):
+            skip.add(id(t))
+            found.append(t)
+            names.append(name)
+    if found and not inspect_grad_fn(grad_fn).accepts_variables:
+        raise msg.torch_hidden_tangent(f, grad_fn, names)
+    return found
+
+
+def _is_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def _module_tensors(name, obj):
+    """(`name.w`, tensor) for the parameters, buffers and tensor attributes of the torch modules
+    in `obj` (it, or its attributes), submodules included: where functional_call puts the
+    tensors it swaps in."""
+    modules = [(name, obj)] if isinstance(obj, torch.nn.Module) else [
+        (f"{name}.{key}", m) for key, m in (getattr(obj, "__dict__", None) or {}).items()
+        if isinstance(m, torch.nn.Module)]
+    for prefix, module in modules:
+        for path, m in module.named_modules(prefix=prefix):
+            # (a plain tensor attribute: torch's forward-mode idiom sets dual tensors there)
+            for slots in (m._parameters, m._buffers, m.__dict__):
+                yield from ((f"{path}.{key}", t) for key, t in slots.items()
+                            if isinstance(t, torch.Tensor))
 
 
 class DualLink(torch.autograd.Function):
@@ -46,6 +150,64 @@ class DualLink(torch.autograd.Function):
 def meta(t) -> tuple:
     """What the derived JVP needs of a tensor (holding the tensor would keep it alive)."""
     return t.shape, t.dtype, t.device
+
+
+# id(link) -> the torch.func transforms active while f ran, while its link is being applied
+# (`transforms_kept`); read by the jvp rule (`lifted_jvp`)
+_transforms_of: dict = {}
+
+
+@contextlib.contextmanager
+def transforms_kept(link):
+    """Keeps, while the link is applied, the torch.func transforms f ran under, where a jvp
+    transform has others inside it (torch.func.hessian: jacfwd over jacrev). torch runs the jvp
+    rule of an autograd.Function outside the transforms nested in the jvp, but grad_fn holds
+    tensors of those (x, wrapped by jacrev's level): `lifted_jvp` runs it inside them again."""
+    interpreters = retrieve_all_functorch_interpreters()
+    if not any([i.key() == TransformType.Jvp for i in interpreters[:-1]]):
+        yield
+        return
+    layers = []  # torch's dynamic layers, top first: popped and pushed back as they were
+    try:
+        for _ in interpreters:
+            layers.append(pop_dynamic_layer_stack())
+    finally:
+        for layer in reversed(layers):
+            push_dynamic_layer_stack(layer)
+    kinds = [(i.key(), i.level()) for i in reversed(interpreters)]
+    _transforms_of[id(link)] = list(zip(kinds, layers))
+    try:
+        yield
+    finally:
+        del _transforms_of[id(link)]
+
+
+def lifted_jvp(link, out_meta, in_meta, tangents):
+    """`derived_jvp` inside the transforms f ran under (`transforms_kept`) that the jvp rule
+    runs outside of, its result unwrapped back to the jvp rule's level."""
+    kept = _transforms_of.get(id(link))
+    level = retrieve_all_functorch_interpreters()[-1].level()
+    above = [] if kept is None else [(kind, layer) for kind, layer in kept if kind[1] > level]
+    if not above:
+        return derived_jvp(link, out_meta, in_meta, tangents)
+    keys = [key for (key, _), _ in above]
+    if TransformType.Jvp in keys:  # as FunctorchLinkFunction.jvp refuses at the inner level
+        raise msg.torch_forward_over_forward(link.backward.f)
+    if any([key != TransformType.Grad for key in keys]):
+        raise msg.torch_jvp_over_transform(link.backward.f, [key.name for key in keys])
+    pushed = 0
+    try:
+        for _, layer in reversed(above):
+            push_dynamic_layer_stack(layer)
+            pushed += 1
+        out = derived_jvp(link, out_meta, in_meta, tangents)
+    finally:
+        for _ in range(pushed):
+            pop_dynamic_layer_stack()
+    for (_, layer_level), _ in above:  # top first
+        out = (_unwrap_for_grad(out, layer_level) if isinstance(out, torch.Tensor)
+               else tuple(_unwrap_for_grad(t, layer_level) for t in out))
+    return out
 
 
 def derived_jvp(link, out_meta, in_meta, tangents):

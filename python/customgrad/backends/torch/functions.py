@@ -10,7 +10,7 @@ from torch._C._functorch import TransformType
 from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
 from ... import _messages as msg
-from .forward_mode import derived_jvp, meta
+from .forward_mode import lifted_jvp, meta, transforms_kept
 
 _keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
 
@@ -40,8 +40,15 @@ class LinkFunction(torch.autograd.Function):
         return (None, None) + tuple(link(list(cotangents)))
 
 
+def functorch_link(link, n_outputs, *tensors):
+    """`FunctorchLinkFunction.apply`, keeping the transforms f ran under for its jvp rule
+    (`forward_mode.transforms_kept`)."""
+    with transforms_kept(link):
+        return FunctorchLinkFunction.apply(link, n_outputs, *tensors)
+
+
 def _functorch_link_eagerly(*args):
-    return FunctorchLinkFunction.apply(*args)
+    return functorch_link(*args)
 
 
 # Under torch.compile, torch.func transforms reach FunctorchLinkFunction eagerly (one graph break): from
@@ -89,4 +96,4 @@ class FunctorchLinkFunction(torch.autograd.Function):
             # forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
             raise msg.torch_forward_over_forward(ctx.link.backward.f)
         n = ctx.n_outputs
-        return derived_jvp(ctx.link, ctx.meta[:n], ctx.meta[n:], tangents[n:])
+        return lifted_jvp(ctx.link, ctx.meta[:n], ctx.meta[n:], tangents[n:])

@@ -9,6 +9,7 @@ passes its gradient on to where it came from), or refused by name (`hidden_leave
 
 from __future__ import annotations
 
+import keras
 import torch
 
 from ... import _messages as msg
@@ -67,7 +68,7 @@ def hidden_tensors(outputs, inputs, known, start, f=None) -> list:
     if ends is not None:
         in_order = [node for _, node in sorted(ends.values(), key=lambda e: e[0])]
         earlier = [n for n in in_order if type(n) is not _AccumulateGrad]
-        computed = _computed_before(earlier, inputs, f) if earlier else {}
+        computed = _computed_before(earlier, inputs, known, f) if earlier else {}
         for node in in_order:  # leaves and computed tensors, in the order f used them
             t = node.variable if type(node) is _AccumulateGrad else computed.get(node)
             if t is not None:
@@ -84,11 +85,29 @@ def hidden_tensors(outputs, inputs, known, start, f=None) -> list:
     return hidden
 
 
-def _computed_before(nodes, inputs, f) -> dict:
-    """{node: tensor} for the autograd nodes `nodes` (made before f ran), less the inputs' own:
+def may_read_hidden(f) -> bool:
+    """Whether f reaches (see `_closure.tensors_reachable`) a tensor that requires grad, other
+    than a keras.Variable's value (recorded when read). For
+    torch.compile, whose tracing has no autograd nodes to walk: such a call runs eagerly, where
+    the walk tells which of them f read."""
+    keras_values = set()
+    for _, obj in objects_of(f):
+        if isinstance(obj, keras.Layer):
+            keras_values.update(id(v._value) for v in obj.variables)
+    for _, t in tensors_reachable([f], _is_tensor, _module_tensors):
+        if t.requires_grad and id(t) not in keras_values:
+            return True
+    return False
+
+
+def _computed_before(nodes, inputs, known, f) -> dict:
+    """{node: tensor} for the autograd nodes `nodes` (made before f ran), less those of the
+    inputs and of the `known` values (a keras.Variable's value in a stateless scope, which
+    `layer.stateless_call` computed before f ran):
     the tensors found among the objects f closes over or names (FSDP1 puts a module's weights
     there as views of its flat parameter). Raises, naming the ops, for one not found there."""
-    own = {t.grad_fn for t in inputs if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+    own = {t.grad_fn for t in (*inputs, *known)
+           if isinstance(t, torch.Tensor) and t.grad_fn is not None}
     nodes = [n for n in nodes if n not in own]
     if not nodes:
         return {}

@@ -11,20 +11,31 @@ import functools
 import torch
 
 from ..._convention import inspect_grad_fn
-from .forward_mode import DualLink, has_tangents
-from .functions import FunctorchLinkFunction, LinkFunction, functorch_link_eagerly
+from .forward_mode import DualLink, has_tangents, hidden_tangents, tangent_test
+from .functions import LinkFunction, functorch_link, functorch_link_eagerly
 from ... import _messages as msg
-from .hidden_inputs import hidden_tensors, hidden_leaves_error, next_node_number
-from .tensors import is_float
+from .hidden_inputs import hidden_tensors, hidden_leaves_error, may_read_hidden, next_node_number
+from .rebinding import in_stateless_scope, rebound
 
 def _requires_grad(t) -> bool:
     return isinstance(t, torch.Tensor) and t.requires_grad
 
 
 def call(arguments):
+    if torch.compiler.is_compiling() and _reaches_hidden(arguments.f):
+        return _eager_call(arguments)  # a graph break: the walk below tells what f read
     dual = has_tangents(arguments.tensor_values)
     start = None if torch.compiler.is_compiling() else next_node_number()
     return link(arguments, *arguments.forward(arguments.tensor_values), start, dual=dual)
+
+
+# evaluated by dynamo as it traces (it cannot read closure cells itself), its answer a constant
+_reaches_hidden = torch.compiler.assume_constant_result(may_read_hidden)
+_eager_call = torch.compiler.disable(call, reason=(
+    "customgrad: f reaches a tensor that requires grad without receiving it (an attribute, a "
+    "list or dict element, a parameter); only the eager walk of the autograd nodes f makes tells "
+    "whether f read it, for grad_fn's variables=, so the call runs eagerly. Pass such tensors "
+    "to f positionally to compile it whole."))
 
 
 def link(arguments, output, out_leaves, backward, start, hidden=None, dual=False):
@@ -36,7 +47,9 @@ def link(arguments, output, out_leaves, backward, start, hidden=None, dual=False
     torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
     requiring grad that f read without receiving them (None: not looked for yet); `dual`: an
     input carries a forward-mode tangent, and `DualLink` links every input."""
-    if not torch.is_grad_enabled() and not dual:
+    # forward mode: whether a tensor carries a tangent (None: none can)
+    carries = None if torch.compiler.is_compiling() else tangent_test()
+    if not torch.is_grad_enabled() and not dual and carries is None:
         return output
     # Under torch.vmap a batched tensor says requires_grad=False even when the tensor it wraps
     # requires grad: under functorch transforms every differentiable input is linked.
@@ -47,34 +60,39 @@ def link(arguments, output, out_leaves, backward, start, hidden=None, dual=False
         if diff and (transformed or dual or t.requires_grad)
     ]
     variables, var_values = backward.reads.variables, backward.reads.values
-    if hidden is None and not transformed and start is not None:
+    if hidden is None and start is not None:
         hidden = hidden_tensors(out_leaves, values, var_values, start, arguments.f)
+    if carries is not None:
+        more = hidden_tangents(arguments.f, backward.grad_fn, carries, values,
+                               [*var_values, *(hidden or ())])
+        if more:
+            hidden = [*(hidden or ()), *more]
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
         variables, var_values = [*variables, *hidden], [*var_values, *hidden]
-    wanted = [v for v in var_values if _requires_grad(v)]  # the variables autograd differentiates
+    wanted = [v for v in var_values if _requires_grad(v)  # the variables autograd differentiates
+              or (carries is not None and carries(v))]
+    if carries is not None and not transformed and not dual:  # tangents through variables only
+        dual = any([carries(v) for v in wanted])
     if not inputs and not wanted:
         return output
     del output
     # detached: the parts of the forward graph grad_fn does not use are dropped now
-    result, linked_outputs, outputs = [], [], []
-    for j, o in enumerate(out_leaves):
-        if isinstance(o, torch.Tensor):
-            o = o.detach()
-            if is_float(o):
-                linked_outputs.append(j)
-                outputs.append(o)
-        result.append(o)
+    result = [o.detach() if isinstance(o, torch.Tensor) else o for o in out_leaves]
     del out_leaves
+    linked_outputs = backward.float_outputs
+    outputs = [result[j] for j in linked_outputs]
     every_output = len(linked_outputs) == len(result)
     linked_inputs = values if len(inputs) == len(values) else [values[k] for k in inputs]
     if wanted:
         linked_inputs = linked_inputs + wanted
     link = backward.link(None if every_output else linked_outputs, inputs, variables, var_values,
                          wanted, guard(backward.f, backward.grad_fn, hidden))
+    if not torch.compiler.is_compiling() and (hidden or in_stateless_scope()):
+        link = rebound(link, backward.f, backward.grad_fn, hidden)
     if transformed:
         apply = (functorch_link_eagerly if torch.compiler.is_compiling()
-                 else FunctorchLinkFunction.apply)
+                 else functorch_link)
         linked = apply(link, len(outputs), *outputs, *linked_inputs)
     elif dual:
         linked = DualLink.apply(link, outputs, *linked_inputs)

@@ -8,6 +8,7 @@ import keras
 import torch
 
 from ..._spec import TensorSpec
+from .forward_mode import tangent_test
 
 
 def tensor_value(leaf):
@@ -35,9 +36,14 @@ def sees_closures() -> bool:
 
 def being_differentiated(x, closed_over=False) -> bool:
     """Whether autograd will differentiate tensor `x` (for a tensor f closes over: a computed
-    one; a leaf tensor that requires grad, like an nn.Parameter, is a variable)."""
-    return (isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled()
-            and not (closed_over and x.is_leaf))
+    one; a leaf tensor that requires grad, like an nn.Parameter, is a variable), or `x` carries
+    a forward-mode tangent (whose JVP grad_fn, which has no gradient for it, could not give)."""
+    if not isinstance(x, torch.Tensor):
+        return False
+    if x.requires_grad and torch.is_grad_enabled() and not (closed_over and x.is_leaf):
+        return True
+    carries = tangent_test()
+    return carries is not None and carries(x)
 
 
 def spec(x):

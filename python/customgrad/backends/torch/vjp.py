@@ -37,7 +37,7 @@ def vjp_flat(fn, values, reusable=True):
             for o, ct in zip(outputs, cotangents)
             if isinstance(o, torch.Tensor) and is_float(o) and o.requires_grad
         ]
-        if not pairs:
+        if not pairs or not inputs:  # (torch.autograd.grad refuses an empty `inputs`)
             return [torch.zeros_like(v) for v in values]
         grads = torch.autograd.grad(
             [o for o, _ in pairs], inputs, grad_outputs=[c for _, c in pairs],

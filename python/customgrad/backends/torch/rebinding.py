@@ -1,0 +1,93 @@
+"""grad_fn sees the values f read: the values bound while f ran, bound again while grad_fn runs.
+
+Two ways of calling a model bind values for the duration of a call only: Keras's
+`layer.stateless_call` (a stateless scope: `self.kernel` reads its value) and
+`torch.func.functional_call` (the module's parameters swapped for the given tensors). grad_fn runs
+later, in the backward, once the call has ended; reading `self.kernel` or `self.w` there would
+give the stored value, not the one f computed with, and a wrong gradient with no error. So the
+link (`Rebound`) binds them again around grad_fn, as jax's link re-binds its scope
+(`backends/jax/scope.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from keras import StatelessScope
+from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
+
+from ..._closure import objects_of
+
+
+def _rebound(link, f, grad_fn, hidden):
+    """`link`, calling grad_fn with what f read bound again (see the module's docstring), or
+    `link` itself where nothing was bound only for the call (the common case: no stateless
+    scope, no hidden tensor in a module's parameter or buffer)."""
+    mapping = dict(get_stateless_scope().state_mapping) if in_stateless_scope() else None
+    slots = _module_slots(hidden, f, grad_fn) if hidden else []
+    if mapping is None and not slots:
+        return link
+    return Rebound(link, mapping, slots)
+
+
+# never traced: dynamo cannot read the objects f reaches (the link calls it only in eager mode,
+# but dynamo resumes tracing after a graph break inside the eager call)
+rebound = torch.compiler.disable(_rebound)
+
+
+def _module_slots(hidden, *fns) -> list:
+    """(slots, name, tensor) for each parameter or buffer slot of the torch modules the
+    functions reach that held a hidden tensor while f ran (functional_call swaps them there)."""
+    ids = {id(t) for t in hidden}
+    found, seen = [], set()
+    for _, obj in objects_of(*fns):
+        if isinstance(obj, torch.nn.Module):
+            modules = [obj]
+        else:
+            modules = [m for m in (getattr(obj, "__dict__", None) or {}).values()
+                       if isinstance(m, torch.nn.Module)]
+        for module in modules:
+            for m in module.modules():
+                if id(m) in seen:
+                    continue
+                seen.add(id(m))
+                for slots in (m._parameters, m._buffers):
+                    found.extend((slots, name, t) for name, t in slots.items() if id(t) in ids)
+    return found
+
+
+class Rebound:
+    """A `_call.Link` whose grad_fn runs with the values f read bound again: the stateless
+    scope's values (`mapping`: id(variable) -> value) and the module slots of `_module_slots`.
+    Called, and read (`backward`), as the link itself."""
+
+    __slots__ = ("link", "backward", "mapping", "slots")
+
+    def __init__(self, link, mapping, slots):
+        self.link, self.backward, self.mapping, self.slots = link, link.backward, mapping, slots
+
+    def __call__(self, cotangents) -> list:
+        with self._bound():
+            return self.link(cotangents)
+
+    @contextlib.contextmanager
+    def _bound(self):
+        swapped = []
+        try:
+            for slots, name, tensor in self.slots:
+                current = slots.get(name)
+                if current is not tensor:
+                    swapped.append((slots, name, current))
+                    slots[name] = tensor
+            if self.mapping is None:
+                yield
+            else:
+                scope = StatelessScope(initialize_variables=False)
+                scope.state_mapping = dict(self.mapping)  # grad_fn's assignments stay in it
+                with scope:
+                    yield
+        finally:
+            for slots, name, current in reversed(swapped):
+                slots[name] = current
