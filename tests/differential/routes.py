@@ -658,15 +658,7 @@ def run_backend(only=None) -> list:
 
 # cells known to be silent or bare and not fixed yet: cell id -> why. Printed by --all and by
 # the test, not failing them; an entry goes when its fix lands.
-KNOWN_DEFECTS: dict = {
-    f"tensorflow: {route}{own} | tape around tf.function": (
-        "a GradientTape opened outside a tf.function is not visible while the function is "
-        "traced: the value f reads without receiving it gets no gradient (as with "
-        "tf.custom_gradient)")
-    for route in ("keyword", "closure cell", "attribute", "list element", "dict element",
-                  "stateless_call", "stateless_call, grad_fn reads self.w")
-    for own in ("", " + x")
-}
+KNOWN_DEFECTS: dict = {}
 
 DOCS_PAGE = os.path.join(ROOT, "docs", "convention.md")
 TABLE_START, TABLE_END = "<!-- route-grid:start -->", "<!-- route-grid:end -->"

@@ -1,6 +1,7 @@
 """grad_fn's call from TensorFlow's autodiff, through the call's `_call.Link`: the tape's
 cotangents in, the gradients of the flat tensor components out (`gradients`); the grad function
-tf.custom_gradient takes (`custom_gradient_grad`); and the one operation recorded on the tapes
+tf.custom_gradient takes (`custom_gradient_grad`, and `graph_grad` where the op also takes the
+tensors f reaches without receiving them positionally); and the one operation recorded on the tapes
 whose backward is grad_fn (`record_on_tapes`).
 
 grad_fn reads the variable values f read: inside Keras's stateless scope (`layer.stateless_call`)
@@ -18,6 +19,7 @@ from tensorflow.python.eager import record  # no public API records an op with i
 
 from ... import _messages as msg
 from .composites import component, upstream_leaves
+from .hidden_inputs import autodiff_gradients
 from .variables import keras_variables_error
 
 
@@ -71,6 +73,34 @@ def custom_gradient_grad(link, bound=None):
         grads = gradients(link.wanting(variables), cotangents, bound)
         n_inputs = len(grads) - len(variables)
         return grads[:n_inputs], grads[n_inputs:]
+
+    return grad
+
+
+def graph_grad(link, bound, inputs, hidden, outputs):
+    """`custom_gradient_grad` for an op that also takes `hidden`'s extra inputs (a
+    `hidden_inputs.GraphHidden`; `inputs`: the call's tensors, `outputs`: f's outputs the op
+    links): a stateless scope's value gets the gradient grad_fn returns for its keras.Variable
+    in `variables=`; a keyword or reached tensor autodiff's through f's own operations (grad_fn
+    has none for it)."""
+    scope = hidden.scope
+
+    def grad(*cotangents, variables=None):
+        wanted = [*scope, *(variables or ())]
+        grads = gradients(link.wanting(wanted), cotangents, bound)
+        n_inputs = len(grads) - len(wanted)
+        input_grads, scope_grads = grads[:n_inputs], grads[n_inputs:n_inputs + len(scope)]
+        keyword = [k for k in hidden.keyword if input_grads[k] is None]
+        targets = [inputs[k] for k in keyword] + hidden.reached
+        skip = {id(t) for t in targets}
+        stop = [t for t in [*inputs, *scope] if id(t) not in skip]
+        found = autodiff_gradients(outputs, cotangents, targets, stop)
+        for k, g in zip(keyword, found):
+            input_grads[k] = g
+        all_grads = [*input_grads, *found[len(keyword):], *scope_grads]
+        if variables is None:
+            return all_grads
+        return all_grads, grads[n_inputs + len(scope):]
 
     return grad
 

@@ -19,8 +19,8 @@ from ... import _messages as msg
 from .composites import (component, has_composite, refuse_other_composite_args,
                          refuse_other_composite_outputs, with_component)
 from .forward_mode import check_linear, has_tangents
-from .grad_fn import custom_gradient_grad, record_on_tapes, stateless_values
-from .hidden_inputs import probe, refuse_used, watched_reachable
+from .grad_fn import custom_gradient_grad, graph_grad, record_on_tapes, stateless_values
+from .hidden_inputs import GraphHidden, probe, refuse_used, watched_reachable
 from .tensors import being_differentiated, unwatched
 from .variables import grad_fn_variables, loss_error
 
@@ -92,24 +92,36 @@ def _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_
     into the JVP, as in eager mode. The graph still carries tf.custom_gradient's gradient, for a
     tape outside the tf.function. The same record links the values a stateless scope
     (`layer.stateless_call`) bound to the keras.Variables f read: tensors, not variables,
-    which tf.custom_gradient would leave without a gradient."""
+    which tf.custom_gradient would leave without a gradient.
+
+    A tape outside the tf.function is invisible while f is traced: a tensor f reaches without
+    receiving it positionally (by keyword, in its closure, through an object, a stateless
+    scope's value) cannot be refused when that tape differentiates it, and tf.custom_gradient
+    would cut its path. Those of this graph are extra inputs of the op (`GraphHidden`), which
+    gives a scope's value grad_fn's gradient and the others autodiff's through f's own
+    operations (`graph_grad`)."""
     values = arguments.tensor_values
     refuse_losses = (gradients_util.PossibleTapeGradientTypes(tape_inputs)
                      != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE)
     link = out_leaves = bound = None  # this call's, once f ran inside tf.custom_gradient
+    hidden = GraphHidden(arguments, tape_inputs)
+    extra = hidden.extra_inputs
 
     @tf.custom_gradient
     def forward(*tensors):
         nonlocal link, out_leaves, bound
+        flat = tensors = tensors[:len(tape_inputs)]  # f reads the extra inputs where they are
         if composite_inputs:
-            tensors = [with_component(v, t) for v, t in zip(values, tensors)]
+            tensors = [with_component(v, t) for v, t in zip(values, flat)]
         _, out_leaves, link, bound = _forward(arguments, tensors, tape_inputs, tf_variables,
                                               refuse_losses, ran_unwatched=False, wanted=False)
         outputs = [tf.convert_to_tensor(component(out_leaves[j])) for j in link.outputs]
-        return outputs, custom_gradient_grad(link, bound)
+        if not (extra or hidden.keyword):
+            return outputs, custom_gradient_grad(link, bound)
+        return outputs, graph_grad(link, bound, flat, hidden, outputs)
 
     try:
-        outputs = forward(*tape_inputs)
+        outputs = forward(*tape_inputs, *extra)
     except TypeError as error:
         # tf.custom_gradient refuses reference (TF1, non-resource) variables in f's graph with a
         # TypeError that names only its own decorator
