@@ -245,11 +245,12 @@ class Traced:
         self.assigned = [variable for variable, _ in updates]
         # leaves that are no arrays (None, a string) stay out of custom_vjp, which takes arrays
         # only, and get no gradient: `rebuild` puts them back
-        self.positions = [j for j, o in enumerate(out_leaves) if isinstance(o, jax.Array)]
+        self.positions = backward.tensor_outputs
         self.leaves = out_leaves if len(self.positions) < len(out_leaves) else None
         arrays = [out_leaves[j] for j in self.positions]
-        float_outputs = tuple(k for k, o in enumerate(arrays) if is_float(o))
-        link = backward.link([self.positions[k] for k in float_outputs], self.positional,
+        floating = set(backward.float_outputs)
+        float_outputs = tuple(k for k, j in enumerate(self.positions) if j in floating)
+        link = backward.link(backward.float_outputs, self.positional,
                              wanted=variable_primals)
         rule = Rule(link, float_outputs, self.specs,
                     (self.mapping, self.variable_ids, variable_primals))
