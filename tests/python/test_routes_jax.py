@@ -1,6 +1,6 @@
 """jax: every route by which a differentiated value reaches f, under every transform, gives
 plain autodiff's value or a named CustomGradientError, never a bare jax error nor a silent zero
-(issue 42).
+(a wrong gradient that raises nothing trains a wrong model).
 
 The body is `sin(x * t)` with `t = p * 2` computed from the differentiated `p` before f runs,
 and a grad_fn that returns the exact gradients; the truth is plain autodiff of the same body.

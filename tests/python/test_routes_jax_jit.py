@@ -1,6 +1,6 @@
 """jax: a tensor computed inside a jitted function from the differentiated `p` (t = 2 p) that
-reaches a custom-gradient f by keyword or as a cell of f's closure, under jax.grad(jax.jit(...))
-(issue 42). While jit traces, t is not yet known to be differentiated; the outer grad's JVP
+reaches a custom-gradient f by keyword or as a cell of f's closure, under jax.grad(jax.jit(...)).
+While jit traces, t is not yet known to be differentiated; the outer grad's JVP
 later reaches the custom_vjp, which used to end in jax's bare CustomVJPException. Now it is a
 named CustomGradientError, and where t is not differentiated (grad of x only, jit alone) the
 call gives plain autodiff's value (before: a bare "No constant handler" TypeError). The same
