@@ -16,12 +16,12 @@ from ._messages import CustomGradientError, GradFnArityError
 from ._autodiff import grad, hvp, jvp, value_and_grad, vjp
 from ._checker import Check, GradientCheckError, GradientCheckReport, check_gradients
 from ._core import custom_gradient
-from ._patch_keras import patch_keras, unpatch_keras
+from ._patching import patch_keras, patch_tensorflow, unpatch_keras, unpatch_tensorflow
 from ._remat import remat
 
 __all__ = ["custom_gradient", "CustomGradientError", "GradFnArityError", "grad", "value_and_grad", "vjp", "jvp", "hvp",
            "check_gradients", "GradientCheckError", "GradientCheckReport", "Check", "remat",
-           "patch_keras", "unpatch_keras", "ops", "layers"]
+           "patch_keras", "unpatch_keras", "patch_tensorflow", "unpatch_tensorflow", "ops", "layers"]
 __version__ = "0.1.0"
 
 

@@ -20,9 +20,11 @@ class GradSignature(NamedTuple):
 
     `min_positional`/`max_positional`: how many upstream gradients it takes positionally
     (max None for `*args`), not counting trailing parameters named `upstream` or `variables`,
-    which are passed by keyword; `upstream_keyword`: it takes `upstream=` (a parameter of that
-    name, or `**kwargs`); `accepts_variables`: it takes `variables=`; `needs_variables`: that
-    parameter has no default.
+    which are passed by keyword; `upstream_keyword`: it names a parameter `upstream` (`**kwargs`
+    alone does not: tf.custom_gradient passes it no `upstream=`, and code written for it, as
+    TensorFlow Probability's, forwards its `**kwargs` on); `accepts_variables`: it takes
+    `variables=` (by name, or `**kwargs`, as tf.custom_gradient passes it); `needs_variables`:
+    that parameter has no default.
     """
 
     min_positional: int
@@ -53,6 +55,8 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
 
     >>> inspect_grad_fn(lambda *args, upstream=None: None)[:3]
     (0, None, True)
+    >>> inspect_grad_fn(lambda *g, **kwargs: None)[:4]
+    (0, None, False, True)
     """
     if type(grad_fn) is _FunctionType:  # a def or lambda (not a bound method: no `self` to skip)
         code = grad_fn.__code__
@@ -121,7 +125,7 @@ def _grad_signature(positional, n_required, var_positional, keyword_only, requir
             n_required -= 1
         positional = positional[:-1]
     keywords = set(keyword_only) | set(by_keyword)
-    upstream_keyword = "upstream" in keywords or (var_keyword and "upstream" not in positional)
+    upstream_keyword = "upstream" in keywords
     accepts_variables = var_keyword or "variables" in keywords
     n_positional = None if var_positional else len(positional)
     return GradSignature(n_required, n_positional, upstream_keyword, accepts_variables,
@@ -131,17 +135,23 @@ def _grad_signature(positional, n_required, var_positional, keyword_only, requir
 
 def upstream_arguments(grad_fn, f, output, upstream, sig: GradSignature):
     """The positional arguments and the keywords (`upstream=`) that `grad_fn`, of signature
-    `sig`, is called with, by the upstream rule of `docs/convention.md`; any other signature is
-    a CustomGradientError.
+    `sig`, is called with, by the upstream rule of `docs/convention.md`: one upstream per leaf
+    of the output (tf.custom_gradient's `grad_fn(*grad_ys)`, in `tf.nest.flatten`'s order), else
+    the whole structure as one argument (jax.custom_gradient's `g`; always so for one parameter
+    and a dict or namedtuple output), else only `upstream=`; any other signature is a
+    CustomGradientError.
     """
-    if isinstance(output, (list, tuple)) and not _tree._is_namedtuple(output):
-        per_output = tuple(upstream)
+    if not _tree.is_leaf(output):  # a structure: one upstream per leaf
+        per_leaf = tuple(_tree.flatten(upstream))
     else:
-        per_output = (upstream,)
-    n = len(per_output)
+        per_leaf = (upstream,)
+    n = len(per_leaf)
     lo, hi = sig.min_positional, sig.max_positional
-    if lo <= n and (hi is None or n <= hi):
-        positional = per_output
+    if hi == 1 and lo <= 1 and (isinstance(output, dict) or _tree._is_namedtuple(output)):
+        # a dict or namedtuple is read by its keys, however many leaves it has (`dy["a"]`)
+        positional = (upstream,)
+    elif lo <= n and (hi is None or n <= hi):
+        positional = per_leaf
     elif n != 1 and lo <= 1 and (hi is None or 1 <= hi):
         positional = (upstream,)
     elif lo == 0 and sig.upstream_keyword:
@@ -158,7 +168,7 @@ def call_grad_fn(grad_fn, f, output, upstream, variables: list, introspect: bool
     """Calls the user's grad_fn with `upstream`, the upstream gradients in the output's
     structure, and the variables f read (`introspect`: see `inspect_grad_fn`)."""
     sig = inspect_grad_fn(grad_fn, introspect)
-    if sig is _ONE and not variables and not isinstance(output, (list, tuple)):
+    if sig is _ONE and not variables and _tree.is_leaf(output):
         return grad_fn(upstream)  # `def grad(dy)` on one output: the common case
     positional, kwargs = upstream_arguments(grad_fn, f, output, upstream, sig)
     if variables:

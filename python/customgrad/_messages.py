@@ -167,7 +167,7 @@ def grad_fn_arity(grad_fn, f, output, n_upstream: int, required_keywords=(),
     return GradFnArityError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} has the signature {signature_text(grad_fn)}, so it "
         f"cannot be called with the upstream gradients of {_tree.describe(output)} ({n_upstream} "
-        f"upstream gradient{plural}). grad_fn must take one positional parameter per output "
+        f"upstream gradient{plural}). grad_fn must take one positional parameter per output leaf "
         f"({n_upstream}), or one for the whole output's upstream structure, or *args, or only "
         f"the keyword `upstream`.{also}")
 
@@ -557,6 +557,14 @@ def tf_variables_off_tensorflow(f, backend: str) -> ValueError:
         f"grad_fn can receive the tf.Variables f read, as tf.custom_gradient passes them; "
         f"received the {backend} backend, which has no tf.Variables. Leave tf_variables out: "
         f"variables= then holds the keras.Variables f read, on every backend.")
+
+
+def patch_tensorflow_off_tensorflow(backend: str) -> ValueError:
+    return ValueError(
+        f"customgrad.patch_tensorflow() expects the tensorflow Keras backend, on which "
+        f"customgrad.custom_gradient takes TensorFlow tensors as tf.custom_gradient does; "
+        f"received the {backend} backend. Set KERAS_BACKEND=tensorflow before Keras is "
+        f"imported, or use customgrad.patch_keras() to route keras.ops.custom_gradient.")
 
 
 class TorchHiddenTangentError(CustomGradientError):

@@ -64,6 +64,9 @@ PRIVATE_APIS = [
                "tells whether a forward accumulator watches a tensor"),
     PrivateAPI("tensorflow", "tensorflow.python", "pywrap_tfe.TFE_Py_TapeSetPossibleGradientTypes",
                "tells whether a tape or a forward accumulator watches a tensor"),
+    PrivateAPI("tensorflow", "tensorflow.python.ops.custom_gradient", "custom_gradient",
+               "TensorFlow's own tf.custom_gradient, which graphs are built on, also while "
+               "customgrad.patch_tensorflow() replaces the public name"),
     PrivateAPI("tensorflow", "tensorflow.python.ops.gradients_util", "PossibleTapeGradientTypes",
                "tells whether tapes are nested (whether f's intermediates must stay recorded)"),
     PrivateAPI("tensorflow", "tensorflow.python.ops.gradients_util",

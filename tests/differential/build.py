@@ -92,10 +92,8 @@ def unbroadcast(g, shape):
 
 
 def n_upstreams(p) -> int:
-    """How many upstreams the rule gives positionally: one per element of a tuple or list
-    output, else one."""
-    top = p["output"]
-    return len(top.get("tuple", top.get("list", [None])))
+    """How many upstreams the rule gives positionally: one per leaf of the output."""
+    return len(flatten(assemble(p["output"], range(len(p["outputs"])), leaf="out")))
 
 
 def build(p):
@@ -233,6 +231,7 @@ _POSITIONAL = {  # grad_fns taking exactly n upstreams positionally
     3: lambda b: lambda a, c, d: b((a, c, d), None),
     4: lambda b: lambda a, c, d, e: b((a, c, d, e), None),
     5: lambda b: lambda a, c, d, e, g: b((a, c, d, e, g), None),
+    6: lambda b: lambda a, c, d, e, g, h: b((a, c, d, e, g, h), None),
 }
 
 
@@ -285,8 +284,9 @@ def _star_variables(b):
 
 
 def _kwargs(b):
-    def grad(*args, **kwargs):
-        return b(kwargs["upstream"], kwargs.get("variables"))
+    def grad(*dys, **kwargs):  # tf.custom_gradient's: **kwargs gets variables= only
+        assert "upstream" not in kwargs, sorted(kwargs)
+        return b(dys, kwargs.get("variables"))
     return grad
 
 

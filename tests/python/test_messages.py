@@ -181,7 +181,7 @@ def test_grad_fn_arity():
     _pin(error, GradFnArityError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` has the signature (dy), so it cannot '
         'be called with the upstream gradients of a tuple of length 2 (2 upstream gradients). '
-        'grad_fn must take one positional parameter per output (2), or one for the whole '
+        'grad_fn must take one positional parameter per output leaf (2), or one for the whole '
         "output's upstream structure, or *args, or only the keyword `upstream`."
     ))
 
@@ -191,7 +191,7 @@ def test_grad_fn_arity_required_keywords():
     _pin(error, GradFnArityError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` has the signature (dy), so it cannot '
         'be called with the upstream gradients of a float (1 upstream gradient). grad_fn must '
-        "take one positional parameter per output (1), or one for the whole output's upstream "
+        "take one positional parameter per output leaf (1), or one for the whole output's upstream "
         'structure, or *args, or only the keyword `upstream`. It also requires the keyword '
         "argument(s) ['scale'], which customgrad does not pass."
     ))
@@ -202,7 +202,7 @@ def test_grad_fn_arity_needs_variables():
     _pin(error, GradFnArityError, (
         'customgrad.custom_gradient: grad_fn `grad_variables` of `f` has the signature (dy, *, '
         'variables), so it cannot be called with the upstream gradients of a float (1 upstream '
-        'gradient). grad_fn must take one positional parameter per output (1), or one for the '
+        'gradient). grad_fn must take one positional parameter per output leaf (1), or one for the '
         "whole output's upstream structure, or *args, or only the keyword `upstream`. It "
         'requires `variables`, but `f` read no trainable variable: give that parameter a '
         'default (variables=None).'
@@ -673,6 +673,14 @@ def test_tf_variables_off_tensorflow():
         "whose grad_fn can receive the tf.Variables f read, as tf.custom_gradient passes them; "
         "received the jax backend, which has no tf.Variables. Leave tf_variables out: "
         "variables= then holds the keras.Variables f read, on every backend."))
+
+
+def test_patch_tensorflow_off_tensorflow():
+    _pin(msg.patch_tensorflow_off_tensorflow("torch"), ValueError, (
+        "customgrad.patch_tensorflow() expects the tensorflow Keras backend, on which "
+        "customgrad.custom_gradient takes TensorFlow tensors as tf.custom_gradient does; "
+        "received the torch backend. Set KERAS_BACKEND=tensorflow before Keras is imported, or "
+        "use customgrad.patch_keras() to route keras.ops.custom_gradient."))
 
 
 def test_the_arity_error_is_a_custom_gradient_error_of_its_own_class():

@@ -11,7 +11,7 @@ import pytest
 from helpers import BACKEND, npy
 
 import customgrad
-from customgrad._patch_keras import OPS_BINDINGS
+from customgrad._patching import OPS_BINDINGS
 
 pytestmark = pytest.mark.autodiff
 

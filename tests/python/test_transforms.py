@@ -285,7 +285,7 @@ GRAD_FN_IDIOMS = {
     "upstream=None (Keras)": lambda a, b: (
         lambda *args, upstream=None: _per_output(*(upstream or args), a, b)),
     "required upstream": lambda a, b: lambda *args, upstream: _per_output(*upstream, a, b),
-    "**kwargs": lambda a, b: lambda **kwargs: _per_output(*kwargs["upstream"], a, b),
+    "*g, **kwargs": lambda a, b: lambda *g, **kwargs: _per_output(*g, a, b),
     "defaulted positional": lambda a, b: lambda du, dv=None: _per_output(du, dv, a, b),
 }
 

@@ -1,12 +1,14 @@
 """The one rule for how grad_fn receives upstream gradients, case by case from
 tests/upstream_rule.json (the R suite reads the same table)."""
 
+import collections
 import json
 import re
 from pathlib import Path
 
 import pytest
 from helpers import native_grad, npy, t
+import keras
 from keras import ops
 
 import customgrad
@@ -17,7 +19,7 @@ CASES = json.loads((Path(__file__).parents[1] / "upstream_rule.json").read_text(
 
 def make_grad_fn(name, received):
     """The grad_fn signatures the table names; each records what it was called with and returns
-    the gradient of sum(outputs) for an f whose outputs are x * (1, 2, ...)."""
+    the gradient the test sets in `received_total`."""
 
     def answer(*args, **kwargs):
         received.append((args, kwargs))
@@ -30,6 +32,7 @@ def make_grad_fn(name, received):
         "two": lambda dy1, dy2: answer(dy1, dy2),
         "three": lambda a, b, c: answer(a, b, c),
         "varargs": lambda *dys: answer(*dys),
+        "varargs_kwargs": lambda *g, **kwargs: answer(*g, **kwargs),
         "upstream_only": lambda *, upstream: answer(upstream=upstream),
         "varargs_upstream": lambda *dys, upstream: answer(*dys, upstream=upstream),
         "none": lambda: answer(),
@@ -37,22 +40,33 @@ def make_grad_fn(name, received):
     return grad_fns[name], received_total
 
 
+Pair = collections.namedtuple("Pair", ["first", "second"])
+
+
+def make_output(kind, x):
+    """The output kinds of the table, each leaf x times its place in flattening order (1, 2, 3)."""
+    return {
+        "single": lambda: x * 1.0,
+        "pair": lambda: (x * 1.0, x * 2.0),
+        "tuple1": lambda: (x * 1.0,),
+        "nested": lambda: (x * 1.0, (x * 2.0, x * 3.0)),
+        "dict": lambda: {"b": x * 2.0, "a": x * 1.0},  # flattened in key order: a, b
+        "dict1": lambda: {"a": x * 1.0},
+        "namedtuple": lambda: Pair(x * 1.0, x * 2.0),
+    }[kind]()
+
+
 def make_f(output_kind, grad_fn):
     @customgrad.custom_gradient
     def f(x):
-        if output_kind == "single":
-            return x * 1.0, grad_fn
-        if output_kind == "pair":
-            return (x * 1.0, x * 2.0), grad_fn
-        return (x * 1.0,), grad_fn
+        return make_output(output_kind, x), grad_fn
 
     return f
 
 
 def loss(output):
-    if isinstance(output, tuple):
-        return sum(ops.sum(o) * (i + 1) for i, o in enumerate(output))
-    return ops.sum(output)
+    """Weights the i-th leaf (flattening order) by i: the upstream of leaf i is i."""
+    return sum(ops.sum(leaf) * (i + 1) for i, leaf in enumerate(keras.tree.flatten(output)))
 
 
 @pytest.mark.autodiff
@@ -72,16 +86,41 @@ def test_upstream_rule(case):
     (g,) = native_grad(lambda x: loss(f(x)), x)
     assert float(npy(g)) == 7.0
     (args, kwargs), = received
-    n_outputs = {"single": 1, "pair": 2, "tuple1": 1}[case["output"]]
-    per_output = [float(i + 1) for i in range(n_outputs)]  # d loss / d output_i
-    whole = per_output[0] if case["output"] == "single" else tuple(per_output)
-    as_floats = lambda v: tuple(float(npy(e)) for e in v) if isinstance(v, tuple) else float(npy(v))
-    expected = {"per_output": per_output, "whole": [whole], "none": []}[case["positional"]]
-    assert [as_floats(a) for a in args] == expected
+    output = make_output(case["output"], x)
+    n_leaves = len(keras.tree.flatten(output))
+    per_leaf = [float(i + 1) for i in range(n_leaves)]  # d loss / d leaf i
+    if case["positional"] == "per_leaf":
+        assert [float(npy(a)) for a in args] == per_leaf
+    elif case["positional"] == "whole":
+        (whole,) = args
+        assert type(whole) is type(output) or (isinstance(whole, (list, tuple))
+                                                and type(output) is tuple)
+        assert [float(npy(leaf)) for leaf in keras.tree.flatten(whole)] == per_leaf
+    else:
+        assert args == ()
     if case["upstream"]:
-        assert as_floats(kwargs["upstream"]) == whole
+        upstream = kwargs["upstream"]
+        assert [float(npy(leaf)) for leaf in keras.tree.flatten(upstream)] == per_leaf
+        assert keras.tree.is_nested(upstream) == keras.tree.is_nested(output)
     else:
         assert "upstream" not in kwargs
+
+
+def test_a_grad_fn_for_tf_custom_gradient_forwards_its_kwargs_unchanged():
+    """tf.custom_gradient passes `**kwargs` only `variables=` (when f read variables); code
+    written for it, as TensorFlow Probability's wrapper, forwards them to a function that takes
+    no `upstream`: customgrad passes none either."""
+    def bwd(g):
+        return g * 3.0
+
+    @customgrad.custom_gradient
+    def triple(x):
+        def grad_fn(*g, **kwargs):
+            return bwd(*g, **kwargs)
+        return x * 3.0, grad_fn
+
+    (g,) = native_grad(lambda x: ops.sum(triple(x)), t(2.0))
+    assert float(npy(g)) == 3.0
 
 
 # grad_fns with defaults, whose defaults torch.compile's tracer cannot read (see below)
@@ -91,7 +130,8 @@ WITH_DEFAULTS = {
     "variables_none": lambda dy, variables=None: None,
     "keyword_defaults": lambda dy, *, scale=1.0, upstream=None: None,
 }
-OUTPUTS = {"single": 1.0, "pair": (1.0, 2.0), "tuple1": (1.0,)}
+OUTPUTS = {"single": 1.0, "pair": (1.0, 2.0), "tuple1": (1.0,), "nested": (1.0, (2.0, 3.0)),
+           "dict": {"b": 2.0, "a": 1.0}, "dict1": {"a": 1.0}, "namedtuple": Pair(1.0, 2.0)}
 
 
 @pytest.mark.parametrize("output", OUTPUTS)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
+# TensorFlow's own, also while customgrad.patch_tensorflow() puts customgrad's in tf.custom_gradient
+from tensorflow.python.ops.custom_gradient import custom_gradient as tf_custom_gradient
 
 from ... import _messages as msg
 from .composites import (component, has_composite, refuse_other_composite_args,
@@ -107,7 +109,7 @@ def _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_
     hidden = GraphHidden(arguments, tape_inputs)
     extra = hidden.extra_inputs
 
-    @tf.custom_gradient
+    @tf_custom_gradient
     def forward(*tensors):
         nonlocal link, out_leaves, bound
         flat = tensors = tensors[:len(tape_inputs)]  # f reads the extra inputs where they are
