@@ -31,6 +31,12 @@
 #' [install_customgrad()] creates such an environment. The backend is the value of
 #' `KERAS_BACKEND` when Python starts (`"jax"`, `"tensorflow"` or `"torch"`).
 #'
+#' The package's own examples, tests and vignettes start Python only where the user opted in:
+#' `NOT_CRAN=true`, `RETICULATE_PYTHON` set, an interactive session, or a Python already running.
+#' Elsewhere (as in `R CMD check` on CRAN, where starting Python would make reticulate download
+#' one) the examples that need Python do not run, the tests that need it are skipped, and the
+#' vignettes show outputs computed beforehand.
+#'
 #' R can also run inside a Python that started first (through rpy2): reticulate then attaches to
 #' that Python, and customgrad runs the module load hooks ([reticulate::py_register_load_hook()])
 #' that keras3 registered for modules Python had already imported, which reticulate would otherwise

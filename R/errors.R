@@ -35,6 +35,9 @@
 #'     `RETICULATE_PYTHON` names one that does not run), or the session's Python cannot import
 #'     keras or customgrad's Python package; the message says which and points to
 #'     [install_customgrad()]. The parent is reticulate's error.}
+#'   \item{`customgrad_error_vignette`}{A vignette knitted without Python (as on a CRAN check
+#'     machine) found no pre-computed outputs, or outputs made from another version of its
+#'     `.Rmd`; the message says how to make them.}
 #' }
 #'
 #' @name customgrad_errors

@@ -15,7 +15,7 @@
 #' @param backend The Keras backend to install: `"jax"`, `"tensorflow"` or `"torch"`.
 #' @param envname The name of the environment (created under [reticulate::virtualenv_root()]), or
 #'   a path containing a `/`.
-#' @param python The Python (>= 3.10) that creates the environment; by default `python3` on the
+#' @param python The Python (>= 3.11) that creates the environment; by default `python3` on the
 #'   `PATH`.
 #' @param extra_packages More pip requirements to install in the same environment.
 #' For torch, pip also looks at PyTorch's CPU wheel index (PyPI's torch wheels bring CUDA).
@@ -48,7 +48,7 @@ install_customgrad <- function(backend = c("jax", "tensorflow", "torch"),
   path <- env_path(envname)
   python <- python %||% Sys.which("python3")
   if (!nzchar(python)) {
-    cg_abort(c("Creating the environment needs a Python (>= 3.10).",
+    cg_abort(c("Creating the environment needs a Python (>= 3.11).",
                x = "{.code python3} is not on the {.envvar PATH}.",
                i = "Give its path as {.arg python}."), "python_missing")
   }

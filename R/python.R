@@ -29,20 +29,42 @@ declare_python_requirement <- function() {
   invisible(requirement)
 }
 
-#' Is Python with customgrad available?
+#' May the examples, tests and vignettes use Python here?
 #'
-#' Used by the examples: `TRUE` when the session's Python (whichever reticulate and keras3 chose)
-#' can import keras and customgrad. Starts Python if it is not running yet.
+#' `TRUE` when the user opted in to Python ([python_opted_in()]) and the session's Python
+#' (whichever reticulate and keras3 chose) can import keras and customgrad. The `@examplesIf` of
+#' every example that needs Python, the testthat suite (`skip_without_python()`) and the
+#' vignettes ask it. Not opted in (as on a CRAN check machine), it is `FALSE` without touching
+#' reticulate; opted in, it starts Python if it is not running yet.
 #'
 #' @return `TRUE` or `FALSE`.
 #' @keywords internal
 #' @noRd
 python_available <- function() {
+  if (!python_opted_in()) return(FALSE)
   ok <- tryCatch(
     reticulate::py_module_available("keras") && reticulate::py_module_available("customgrad"),
     error = function(e) FALSE
   )
   isTRUE(ok)
+}
+
+#' Did the user opt in to starting Python from examples, tests and vignettes?
+#'
+#' Starting Python with `RETICULATE_PYTHON` unset makes reticulate provision the packages
+#' declared with [reticulate::py_require()]: it installs uv and downloads keras and a backend
+#' (hundreds of MB, into `~/.cache`). CRAN's policy forbids that in `R CMD check`, so, as keras3
+#' does, the package's own examples, tests and vignettes start Python only when asked to:
+#' `NOT_CRAN=true` (devtools, testthat and the project's tests set it), a Python of the user's
+#' own (`RETICULATE_PYTHON`), an interactive session (a user running `example()`), or a Python
+#' that is already running. Reads the environment only: it never starts Python.
+#'
+#' @return `TRUE` or `FALSE`.
+#' @keywords internal
+#' @noRd
+python_opted_in <- function() {
+  identical(Sys.getenv("NOT_CRAN"), "true") || nzchar(Sys.getenv("RETICULATE_PYTHON")) ||
+    interactive() || reticulate::py_available(initialize = FALSE)
 }
 
 # The error for a Python that cannot serve customgrad: none could start (reticulate found none,

@@ -13,7 +13,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # rpy2 is built against R, which comes below: installed there
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r <(grep -v '^rpy2' requirements.txt) 2>&1 \
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r <(grep -v '^rpy2\|^tf-keras' requirements.txt) 2>&1 \
+    | grep -v "is ignored: it is neither a file nor a directory" || true
+  # tf-keras needs `tensorflow`, which tensorflow-cpu provides under another distribution name
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps $(grep -o '^tf-keras==[^ ]*' requirements.txt) 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true

@@ -10,8 +10,8 @@ mkdir -p "$out"
 # any Python with pip builds the (pure-Python) wheel: the project venv where there is one
 py=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 isolation=--no-build-isolation  # offline, with the setuptools the Python has
-# (a setuptools that builds wheels: 70.1 or newer, or an older one with the wheel package)
-"$py" -c "import setuptools.command.bdist_wheel" 2>/dev/null || "$py" -c "import setuptools, wheel" \
+# (setuptools 77 or newer: pyproject's license is an SPDX expression with license-files)
+"$py" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" \
   2>/dev/null || isolation=""  # else pip fetches a build backend
 "$py" -m pip wheel -q --disable-pip-version-check --no-deps $isolation -w "$out" . >/dev/null
 cp requirements.txt "$out/requirements.txt"

@@ -12,6 +12,9 @@ Examples:
     1.0
 """
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from ._messages import CustomGradientError, GradFnArityError
 from ._autodiff import grad, hvp, jvp, value_and_grad, vjp
 from ._checker import Check, GradientCheckError, GradientCheckReport, check_gradients
@@ -19,13 +22,17 @@ from ._core import custom_gradient
 from ._patching import patch_keras, patch_tensorflow, unpatch_keras, unpatch_tensorflow
 from ._remat import remat
 
-__all__ = ["custom_gradient", "CustomGradientError", "GradFnArityError", "grad", "value_and_grad", "vjp", "jvp", "hvp",
-           "check_gradients", "GradientCheckError", "GradientCheckReport", "Check", "remat",
-           "patch_keras", "unpatch_keras", "patch_tensorflow", "unpatch_tensorflow", "ops", "layers"]
+if TYPE_CHECKING:  # what `customgrad.ops` and `customgrad.layers` are, for type checkers
+    from . import layers, ops
+
+__all__ = ["custom_gradient", "CustomGradientError", "GradFnArityError", "grad", "value_and_grad",
+           "vjp", "jvp", "hvp", "check_gradients", "GradientCheckError", "GradientCheckReport",
+           "Check", "remat", "patch_keras", "unpatch_keras", "patch_tensorflow",
+           "unpatch_tensorflow", "ops", "layers"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> ModuleType:
     # `customgrad.ops` and `customgrad.layers` load on first use, so `import customgrad`
     # decorates nothing and imports no backend module.
     if name in ("ops", "layers"):

@@ -8,6 +8,8 @@ converted to tensors; ints, bools, strings, None are not) get `None` as their gr
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, ParamSpec, overload
 
 import keras
 
@@ -16,6 +18,11 @@ from . import _messages as msg
 from ._returns import to_tensor
 from ._core import backend_module
 
+P = ParamSpec("P")
+# what vjp returns as vjp_fn: cotangents in the structure of the outputs -> one gradient per primal
+VJPFunction = Callable[[Any], tuple[Any, ...]]
+# gradients, values and aux are the active backend's tensors, or structures of them (the
+# structure of the argument, of f's output): Any, as jax.grad's and jax.vjp's are
 
 def _as_primal(leaf):
     """Python floats and numpy values become tensors (as jax.grad takes them); anything else
@@ -39,7 +46,15 @@ def _call_on(f, primals, leaves, diff, diff_values, has_aux, who):
     return result[0], result[1]
 
 
-def vjp(f, *primals, has_aux: bool = False):
+@overload
+def vjp(f: Callable[..., Any], *primals: Any,
+        has_aux: Literal[False] = False) -> tuple[Any, VJPFunction]: ...
+@overload
+def vjp(f: Callable[..., Any], *primals: Any,
+        has_aux: Literal[True]) -> tuple[Any, VJPFunction, Any]: ...
+@overload
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool) -> tuple[Any, ...]: ...
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Returns `(outputs, vjp_fn)` (and `aux` if `has_aux`), like `jax.vjp`, on any backend.
 
     `vjp_fn(cotangents)` takes cotangents in the structure of `outputs` and returns a tuple with
@@ -54,7 +69,7 @@ def vjp(f, *primals, has_aux: bool = False):
     return _vjp(f, primals, has_aux, reusable=True)
 
 
-def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
+def _vjp(f: Callable[..., Any], primals: tuple, has_aux: bool, reusable: bool) -> tuple[Any, ...]:
     """`vjp`; `reusable=False` when vjp_fn runs once (grad, value_and_grad), which lets the
     tensorflow backend use a non-persistent tape."""
     B = backend_module()
@@ -98,7 +113,20 @@ def _vjp(f, primals: tuple, has_aux: bool, reusable: bool):
     return outputs, vjp_fn
 
 
-def value_and_grad(f, argnums=0, has_aux: bool = False):
+@overload
+def value_and_grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
+                   has_aux: Literal[False] = False) -> Callable[P, tuple[Any, Any]]: ...
+@overload
+def value_and_grad(f: Callable[P, Any], argnums: int | Sequence[int],
+                   has_aux: Literal[True]) -> Callable[P, tuple[tuple[Any, Any], Any]]: ...
+@overload
+def value_and_grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0, *,
+                   has_aux: Literal[True]) -> Callable[P, tuple[tuple[Any, Any], Any]]: ...
+@overload
+def value_and_grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False) -> Callable[P, tuple[Any, Any]]: ...
+def value_and_grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False) -> Callable[P, tuple[Any, Any]]:
     """Returns a function computing `f(*args)` and its gradient with respect to `args[argnums]`.
 
     `f` must return a scalar (or `(scalar, aux)` with `has_aux=True`). With an int `argnums` the
@@ -158,7 +186,20 @@ def _refuse_integer_inputs(f, args, nums, B):
             raise msg.nothing_to_differentiate(n, f, args[n])
 
 
-def grad(f, argnums=0, has_aux: bool = False):
+@overload
+def grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
+         has_aux: Literal[False] = False) -> Callable[P, Any]: ...
+@overload
+def grad(f: Callable[P, Any], argnums: int | Sequence[int],
+         has_aux: Literal[True]) -> Callable[P, tuple[Any, Any]]: ...
+@overload
+def grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0, *,
+         has_aux: Literal[True]) -> Callable[P, tuple[Any, Any]]: ...
+@overload
+def grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
+         has_aux: bool = False) -> Callable[P, Any]: ...
+def grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
+         has_aux: bool = False) -> Callable[P, Any]:
     """Returns a function computing the gradient of scalar `f` with respect to `args[argnums]`.
 
     Works on jax, tensorflow and torch, returns native tensors, and composes with itself.
@@ -179,7 +220,17 @@ def grad(f, argnums=0, has_aux: bool = False):
     return wrapper
 
 
-def jvp(f, primals, tangents, has_aux: bool = False):
+@overload
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: Literal[False] = False) -> tuple[Any, Any]: ...
+@overload
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: Literal[True]) -> tuple[Any, Any, Any]: ...
+@overload
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: bool) -> tuple[Any, ...]: ...
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: bool = False) -> tuple[Any, ...]:
     """Returns `(outputs, output_tangents)` (and `aux` if `has_aux`), like `jax.jvp`, on any
     backend: the directional derivative of `f` at `primals` along `tangents`.
 
@@ -259,7 +310,7 @@ def _tangent_like(tangent, primal, B, where):
     return value
 
 
-def hvp(f, primals, vectors):
+def hvp(f: Callable[..., Any], primals: Sequence[Any], vectors: Sequence[Any]) -> tuple[Any, ...]:
     """Returns the Hessian-vector product H v of scalar `f` at `primals`, one entry per primal
     (in its structure), forward over reverse: the JVP of `customgrad.grad(f)` along `vectors`.
 

@@ -24,7 +24,7 @@ not their tensors, and f's reads). The backend says in terms of its autodiff wha
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from . import _tree
 from ._convention import call_grad_fn
 from ._returns import checked_forward_result, checked_gradients, to_tensor
 from ._variables import recording
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 
 class Reads(NamedTuple):
@@ -133,13 +136,13 @@ class Arguments:
         output, leaves, _ = checked_forward_result(self.f, result, self.backend)
         return output, leaves
 
-    def forward(self, tensor_values) -> tuple[object, list, "Backward"]:
+    def forward(self, tensor_values) -> tuple[object, list, Backward]:
         """Calls f once with the tensor leaves replaced by `tensor_values`, recording what it
         reads; returns (f's output, its leaves, the `Backward` of this call), checked."""
         args, kwargs = self._call_arguments(tensor_values)
         return self.accept(*run_reading(self.backend, self.f, args, kwargs, self.leaves))
 
-    def accept(self, result, reads: Reads) -> tuple[object, list, "Backward"]:
+    def accept(self, result, reads: Reads) -> tuple[object, list, Backward]:
         """`forward` for what f returned when it ran on this call's tensors, reading `reads`."""
         output, leaves, grad_fn = checked_forward_result(self.f, result, self.backend)
         spec, is_tensor = self.backend.spec, self.backend.is_tensor
@@ -244,7 +247,7 @@ class Backward:
         return [j for j, s in enumerate(self.output_specs) if s is not None and s.floating]
 
     def link(self, outputs=None, inputs=None, variables=None, variable_values=None, wanted=(),
-             guard=None) -> "Link":
+             guard=None) -> Link:
         """This call as an autodiff linked it (see `Link`). `variables`/`variable_values`
         default to what f read (`reads`)."""
         return Link(self, None if outputs is None else tuple(outputs),
@@ -291,7 +294,7 @@ class Link:
         self.variables, self.variable_values, self.wanted = variables, variable_values, wanted
         self.guard = guard
 
-    def wanting(self, wanted) -> "Link":
+    def wanting(self, wanted) -> Link:
         """This link, giving the gradients of the variable values `wanted` after the inputs'."""
         return Link(self.backward, self.outputs, self.inputs, self.variables,
                     self.variable_values, tuple(wanted), self.guard)

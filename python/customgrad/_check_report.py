@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 class GradientCheckError(AssertionError):
     """Raised by `check_gradients` when a gradient does not match; `.report` has every check."""
 
-    def __init__(self, message: str, report: "GradientCheckReport"):
+    def __init__(self, message: str, report: GradientCheckReport) -> None:
         super().__init__(message)
         self.report = report
 
@@ -43,14 +43,14 @@ class GradientCheckReport:
     when all passed, `failures` lists those that did not, and `str()` prints one line per check."""
 
     function: str
-    checks: list = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return all(c.passed for c in self.checks)
 
     @property
-    def failures(self) -> list:
+    def failures(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
     def __str__(self) -> str:

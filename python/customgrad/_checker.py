@@ -10,6 +10,7 @@ of the forward (`against="autodiff"`). `order=2` checks the VJP of the VJP the s
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
@@ -18,6 +19,9 @@ from . import _messages as msg, _tree
 from ._autodiff import vjp
 from ._check_problem import ROUNDING, Problem, as_float64_array, dtype_name
 from ._check_report import Check, GradientCheckError, GradientCheckReport
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 # Per dtype of the computation under test: (atol, rtol) and the float64 finite-difference step.
 _TOLERANCES = {
@@ -30,8 +34,8 @@ _EPS = 1e-5
 
 
 def check_gradients(
-    f,
-    *args,
+    f: Callable[..., Any],
+    *args: Any,
     order: int = 1,
     against: str = "finite_differences",
     jacobian: bool = False,
@@ -41,8 +45,8 @@ def check_gradients(
     eps: float | None = None,
     seed: int = 0,
     raise_on_failure: bool = True,
-    modes=("rev",),
-    **kwargs,
+    modes: str | Sequence[str] = ("rev",),
+    **kwargs: Any,
 ) -> GradientCheckReport:
     """Checks the gradient `f` defines against float64 finite differences (or plain autodiff).
 
@@ -211,7 +215,7 @@ def _check_against_autodiff(problem, rng, tol, report):
     def plain(*a, **kw):
         return forward(*a, **kw)[0]
 
-    base, outs, u = _output_cotangents(problem, rng)
+    _, _, u = _output_cotangents(problem, rng)
     custom = problem.custom_vjp(u)
     auto = problem.custom_vjp(u, plain)
     for k, leaf_index in enumerate(problem.index):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 import keras
 from keras.src.backend import any_symbolic_tensors
@@ -22,10 +23,17 @@ from ._messages import fn_name
 from ._variables import install as install_variable_recorder
 from ._backend_names import AUTODIFF, NAMES
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
 _backend_modules: dict = {}
 
 
-def backend_module(name: str | None = None):
+def backend_module(name: str | None = None) -> ModuleType:
     """The customgrad module for the active Keras backend (looked up at call time)."""
     name = name or keras.backend.backend()
     module = _backend_modules.get(name)
@@ -81,7 +89,7 @@ def _bool_option(value, name: str) -> bool:
 
 
 class _Omitted:
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "OMITTED"
 
 
@@ -101,7 +109,28 @@ class _SymbolicCall(keras.Operation):
         return self.fn(*args, **kwargs)
 
 
-def custom_gradient(f=OMITTED, *, forward_mode: bool = False, tf_variables: bool = False):
+class CustomGradientDecorator(Protocol):
+    """What `custom_gradient(forward_mode=..., tf_variables=...)` returns: the decorator."""
+
+    @overload
+    def __call__(self, f: Callable[P, tuple[R, Callable[..., Any]]], /) -> Callable[P, R]: ...
+    @overload
+    def __call__(self, f: Callable[P, Any], /) -> Callable[P, Any]: ...
+
+
+# The decorated function takes f's parameters and returns f's output without grad_fn; where a
+# type checker cannot see f return a pair (a list, an unannotated structure), its output is Any.
+@overload
+def custom_gradient(f: Callable[P, tuple[R, Callable[..., Any]]], *, forward_mode: bool = False,
+                    tf_variables: bool = False) -> Callable[P, R]: ...
+@overload
+def custom_gradient(f: Callable[P, Any], *, forward_mode: bool = False,
+                    tf_variables: bool = False) -> Callable[P, Any]: ...
+@overload
+def custom_gradient(*, forward_mode: bool = False,
+                    tf_variables: bool = False) -> CustomGradientDecorator: ...
+def custom_gradient(f: Callable[..., Any] | _Omitted = OMITTED, *, forward_mode: bool = False,
+                    tf_variables: bool = False) -> Callable[..., Any]:
     """Decorates `f` so that its gradient is the one `f` defines, on every Keras backend.
 
     `f(*args, **kwargs)` returns `(output, grad_fn)`; the decorated function returns `output`,

@@ -16,6 +16,7 @@ Examples:
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 from . import _tree
 
@@ -27,8 +28,12 @@ class CustomGradientError(ValueError):
 
     # Exception's own __init__ (ValueError's does the same): TensorFlow's autograph re-raises an
     # error raised while tracing a tf.function as its own type only when the type's __init__ is
-    # Exception's, so `except CustomGradientError` catches it there too (else: a StagingError)
-    __init__ = Exception.__init__
+    # Exception's, so `except CustomGradientError` catches it there too (else: a StagingError).
+    # Type checkers read its signature.
+    if TYPE_CHECKING:
+        def __init__(self, *args: object) -> None: ...
+    else:
+        __init__ = Exception.__init__
 
 
 class GradFnArityError(CustomGradientError):

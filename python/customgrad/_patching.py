@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any, ClassVar, Self
 
 import keras
 
@@ -39,10 +40,10 @@ class _Patch:
     a `with` block that patched. Each subclass keeps its own `_originals`, which is also its
     "patched" flag: patching again while patched does nothing."""
 
-    _originals: dict
-    _targets: staticmethod
+    _originals: ClassVar[dict[tuple[str, str], Any]]
+    _targets: ClassVar[staticmethod]
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._patched_here = not self._originals
         if not self._patched_here:
             return  # already patched: a no-op
@@ -52,10 +53,10 @@ class _Patch:
         for module, attribute, replacement in targets:
             setattr(module, attribute, replacement)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         # a block that found the modules patched already leaves them patched
         if self._patched_here:
             self._restore()
@@ -90,7 +91,8 @@ class patch_keras(_Patch):
         False
     """
 
-    _originals: dict = {}  # (module, attribute) -> the object Keras had there, while patched
+    # (module, attribute) -> the object Keras had there, while patched
+    _originals: ClassVar[dict[tuple[str, str], Any]] = {}
     _targets = staticmethod(_keras_targets)
 
 
@@ -140,7 +142,7 @@ def _tensorflow_targets() -> list:
     # patch, is what keeps a patched tf.custom_gradient from recursing into itself.
     backend_module()
     from tensorflow.python.ops import custom_gradient as tf_module
-    import tensorflow.compat.v1  # noqa: F401  (the modules libraries read it from, loaded)
+    import tensorflow.compat.v1  # the modules libraries read it from, loaded
     import tensorflow.compat.v2  # noqa: F401
 
     original = tf_module.custom_gradient
@@ -178,7 +180,8 @@ class patch_tensorflow(_Patch):
         ...     assert float(customgrad.grad(log1pexp)(tf.constant(100.0))) == 1.0
     """
 
-    _originals: dict = {}  # (module, attribute) -> the object TensorFlow had there, while patched
+    # (module, attribute) -> the object TensorFlow had there, while patched
+    _originals: ClassVar[dict[tuple[str, str], Any]] = {}
     _targets = staticmethod(_tensorflow_targets)
 
 

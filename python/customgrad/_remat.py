@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import keras
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
@@ -18,8 +19,14 @@ from ._autodiff import vjp
 from ._core import backend_module, custom_gradient
 from ._variables import recording, variable_name
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def remat(f):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def remat(f: Callable[P, R]) -> Callable[P, R]:
     """Returns f with its forward recomputed in the backward: gradients equal f's own, and the
     memory between forward and backward holds f's arguments, not its intermediates.
 

@@ -9,6 +9,11 @@ TensorSpec(shape=(2, 3), dtype=float32)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class TensorSpec:
     """What the backward needs of a tensor: shape (static, None for unknown dims), dtype, device,
@@ -19,16 +24,22 @@ class TensorSpec:
     """
 
     __slots__ = ("shape", "dtype", "device", "floating", "runtime_shape")
-    describe_as = "tensor"  # in error messages
+    shape: tuple[int | None, ...]
+    dtype: Any  # the backend's dtype object
+    device: Any
+    floating: bool
+    runtime_shape: Any  # a small tensor, or None
+    describe_as: str = "tensor"  # in error messages
     # Specs of structured tensors (TensorFlow's ragged and sparse tensors) check a gradient
     # themselves: check_gradient(grad, who, where) -> the gradient, or a CustomGradientError.
-    check_gradient = None
+    check_gradient: Callable[[Any, str, str], Any] | None = None
 
-    def __init__(self, shape, dtype, device, floating, runtime_shape=None):
+    def __init__(self, shape: tuple[int | None, ...], dtype: Any, device: Any, floating: bool,
+                 runtime_shape: Any = None) -> None:
         self.shape, self.dtype, self.device = shape, dtype, device
         self.floating, self.runtime_shape = floating, runtime_shape
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"TensorSpec(shape={tuple(self.shape)}, dtype={self.dtype})"
 
 

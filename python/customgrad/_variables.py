@@ -69,7 +69,7 @@ class recording:
 
     __slots__ = ("parent", "variables", "raw_values", "_seen", "losses_added")
 
-    def __enter__(self) -> "recording":
+    def __enter__(self) -> recording:
         if not _installed:
             install()
         self.parent = getattr(_local, "recorder", None)

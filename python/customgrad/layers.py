@@ -10,13 +10,15 @@ Examples:
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 from keras import ops as kops
 
 from . import _messages as msg, ops
 
 
-def _check_number(layer: str, name: str, value, positive: bool = False):
+def _check_number(layer: str, name: str, value: Any, positive: bool = False) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise msg.layer_not_a_number(layer, name, value)
     if positive and not value > 0:
@@ -28,14 +30,14 @@ def _check_number(layer: str, name: str, value, positive: bool = False):
 class ScaleGradient(keras.layers.Layer):
     """Identity forward; multiplies the gradient flowing back by `scale`."""
 
-    def __init__(self, scale: float = 1.0, **kwargs):
+    def __init__(self, scale: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scale = _check_number(type(self).__name__, "scale", scale)
 
-    def call(self, inputs):
+    def call(self, inputs: Any) -> Any:
         return ops.scale_gradient(inputs, self.scale)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "scale": self.scale}
 
 
@@ -44,7 +46,7 @@ class GradientReversal(ScaleGradient):
     """Identity forward; multiplies the gradient flowing back by -scale (the gradient reversal
     layer of domain-adversarial training)."""
 
-    def call(self, inputs):
+    def call(self, inputs: Any) -> Any:
         return ops.reverse_gradient(inputs, self.scale)
 
 
@@ -54,8 +56,9 @@ class ClipGradient(keras.layers.Layer):
     and/or to an L2 norm of at most `max_norm` (with `across_replicas=True`, the norm one device
     would see under a data-parallel engine: see `customgrad.ops.clip_gradient_norm`)."""
 
-    def __init__(self, min_value=None, max_value=None, max_norm=None, across_replicas=False,
-                 **kwargs):
+    def __init__(self, min_value: float | None = None, max_value: float | None = None,
+                 max_norm: float | None = None, across_replicas: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if min_value is None and max_value is None and max_norm is None:
             raise msg.clip_layer_without_bounds()
@@ -72,7 +75,7 @@ class ClipGradient(keras.layers.Layer):
                                   across_replicas)
         self.across_replicas = across_replicas
 
-    def call(self, inputs):
+    def call(self, inputs: Any) -> Any:
         x = inputs
         if self.max_norm is not None:
             x = ops.clip_gradient_norm(x, self.max_norm,
@@ -81,7 +84,7 @@ class ClipGradient(keras.layers.Layer):
             x = ops.clip_gradient(x, self.min_value, self.max_value)
         return x
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "min_value": self.min_value,
                 "max_value": self.max_value, "max_norm": self.max_norm,
                 "across_replicas": self.across_replicas}
@@ -93,7 +96,7 @@ class StraightThroughQuantizer(keras.layers.Layer):
     the gradient passes straight through (identity), so layers before it still train."""
 
     def __init__(self, levels: int = 16, min_value: float = -1.0, max_value: float = 1.0,
-                 **kwargs):
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(levels, int) or isinstance(levels, bool) or levels < 2:
             raise msg.quantizer_levels(levels)
@@ -103,11 +106,11 @@ class StraightThroughQuantizer(keras.layers.Layer):
         if not self.max_value > self.min_value:
             raise msg.quantizer_range(min_value, max_value)
 
-    def call(self, inputs):
+    def call(self, inputs: Any) -> Any:
         step = (self.max_value - self.min_value) / (self.levels - 1)
         clipped = kops.clip(inputs, self.min_value, self.max_value)
         return ops.round_ste((clipped - self.min_value) / step) * step + self.min_value
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "levels": self.levels, "min_value": self.min_value,
                 "max_value": self.max_value}

@@ -13,11 +13,16 @@ Examples:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from keras import ops as kops
 
 from . import _messages as msg
 from ._core import backend_module, custom_gradient
 from ._forward import nonlinear
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "log1pexp", "clip_gradient", "clip_gradient_norm", "reverse_gradient", "scale_gradient",
@@ -40,7 +45,7 @@ def _log1pexp(x):
     return _cast(value, x), grad
 
 
-def log1pexp(x):
+def log1pexp(x: Any) -> Any:
     """log(1 + exp(x)) (softplus) with a stable value and gradient.
 
     The value is finite at x = 100 and 1e4 and the gradient, sigmoid(x), is exactly 1 at 100 and
@@ -54,7 +59,7 @@ def log1pexp(x):
     return _log1pexp(x)
 
 
-def clip_gradient(x, min_value, max_value):
+def clip_gradient(x: Any, min_value: float, max_value: float) -> Any:
     """Identity forward; the gradient flowing back through `x` is clipped to [min_value, max_value].
 
     Examples:
@@ -74,7 +79,7 @@ def clip_gradient(x, min_value, max_value):
     return clip(x)
 
 
-def clip_gradient_norm(x, max_norm, *, across_replicas=False):
+def clip_gradient_norm(x: Any, max_norm: float, *, across_replicas: bool = False) -> Any:
     """Identity forward; the gradient flowing back through `x` is rescaled to an L2 norm of at
     most `max_norm` (over the whole tensor).
 
@@ -112,7 +117,7 @@ def clip_gradient_norm(x, max_norm, *, across_replicas=False):
     return clip(x)
 
 
-def scale_gradient(x, scale):
+def scale_gradient(x: Any, scale: float) -> Any:
     """Identity forward; the gradient flowing back through `x` is multiplied by `scale`.
 
     Examples:
@@ -129,7 +134,7 @@ def scale_gradient(x, scale):
     return scaled(x)
 
 
-def reverse_gradient(x, scale=1.0):
+def reverse_gradient(x: Any, scale: float = 1.0) -> Any:
     """Identity forward; the gradient is multiplied by -scale (domain-adversarial training).
 
     Examples:
@@ -141,7 +146,7 @@ def reverse_gradient(x, scale=1.0):
     return scale_gradient(x, -scale)
 
 
-def straight_through(fn):
+def straight_through(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """Wraps `fn` so that its forward is `fn(x)` and its gradient is the identity.
 
     Examples:
@@ -159,13 +164,13 @@ def straight_through(fn):
     return ste
 
 
-round_ste = straight_through(kops.round)
+round_ste: Callable[[Any], Any] = straight_through(kops.round)
 round_ste.__doc__ = "round(x) forward, identity gradient (straight-through estimator)."
-sign_ste = straight_through(kops.sign)
+sign_ste: Callable[[Any], Any] = straight_through(kops.sign)
 sign_ste.__doc__ = "sign(x) forward, identity gradient (straight-through estimator)."
 
 
-def safe_sqrt(x):
+def safe_sqrt(x: Any) -> Any:
     """sqrt(x) whose gradient at 0 is 0 instead of inf (and NaN through a zero upstream).
 
     Examples:
@@ -188,7 +193,7 @@ def safe_sqrt(x):
     return root(x)
 
 
-def safe_norm(x, axis=None, keepdims=False):
+def safe_norm(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
     """The L2 norm of `x` along `axis`, with gradient x / norm, and 0 (not NaN) where norm = 0.
 
     Examples:
@@ -214,7 +219,7 @@ def safe_norm(x, axis=None, keepdims=False):
     return norm(x)
 
 
-def logsumexp(x, axis=None, keepdims=False):
+def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
     """log(sum(exp(x))) along `axis`, with a softmax gradient that is 0 (not NaN) for entries
     of -inf, also when a whole slice is -inf.
 
@@ -258,7 +263,7 @@ def _swish(x):
     return x * kops.sigmoid(x), grad
 
 
-def swish(x):
+def swish(x: Any) -> Any:
     """x * sigmoid(x), memory-efficient: the backward recomputes sigmoid(x) from x instead of
     keeping the forward's intermediates.
 

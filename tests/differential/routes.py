@@ -691,13 +691,13 @@ def counts(rows) -> dict:
 
 
 SYMBOL = {"ok": "✓", "autodiff": "A", "refused": "R", "silent": "SILENT", "bare": "BARE",
-          "n/a": "–"}
+          "n/a": "–"}  # noqa: RUF001  (a dash, as the table shows it)
 
 
 def grid_table(results: dict) -> str:
     """The markdown tables of docs/convention.md: per backend, a row per route (± x) and a
     column per transform; ✓ grad_fn's value, A autodiff's through f's own operations for a value
-    grad_fn's gradient does not reach, R a named refusal, – plain autodiff cannot."""
+    grad_fn's gradient does not reach, R a named refusal, – plain autodiff cannot."""  # noqa: RUF002
     lines = []
     for backend, rows in results.items():
         transforms = list(dict.fromkeys(r["transform"] for r in rows))

@@ -18,13 +18,13 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import keras  # noqa: E402  (after the path, so the sibling modules import)
-import numpy as np  # noqa: E402
-from keras import ops  # noqa: E402
+import keras  # after the path, so the sibling modules import
+import numpy as np
+from keras import ops
 
-import customgrad  # noqa: E402
-from build import assemble, build, flatten, leaves_like  # noqa: E402
-from programs import (COMPILE_RATE, arg_leaves, argnums, differentiated,  # noqa: E402
+import customgrad
+from build import assemble, build, flatten, leaves_like
+from programs import (COMPILE_RATE, arg_leaves, argnums, differentiated,
                       loss_weights, program)
 
 BACKEND = keras.backend.backend()

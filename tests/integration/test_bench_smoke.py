@@ -23,7 +23,8 @@ def test_bench_quick_run_prints_ratios_and_verdicts(tmp_path):
                    "peak_memory_stack", "retained_memory"):
         assert f"### {metric}" in text
     assert "| torch | softplus |" in text and "x |" in text  # ratio columns
-    assert "eager, tiny inputs: customgrad <= 1.10x native custom (same keras.ops body): torch softplus" in text
+    assert ("eager, tiny inputs: customgrad <= 1.10x native custom (same keras.ops body): "
+            "torch softplus") in text
     assert "eager, tiny inputs: customgrad <= 1.0x keras.ops.custom_gradient: torch softplus" in text
     # the native mechanism on torch's own ops is timed (eager) next to the keras.ops one
     assert "| native, raw ops |" in text and "customgrad / native, raw ops" in text

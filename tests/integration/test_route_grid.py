@@ -11,10 +11,10 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "differential"))
-import routes  # noqa: E402
+import routes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _grid(backend: str) -> tuple:
     return tuple(routes.run_all(backends=(backend,))[backend])
 

@@ -16,11 +16,11 @@ import sys
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-import customgrad  # noqa: E402
+import customgrad
 
 STEPS, BATCH, LR = 3, 8, 0.1
 # the norm of the gradient at ClipNorm on a whole batch is 0.4-0.8: every step clips it

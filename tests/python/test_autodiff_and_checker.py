@@ -35,8 +35,8 @@ def test_grad_equals_the_native_tool_on_random_nested_inputs(seed):
     g_tree, g_x = customgrad.grad(nested_loss, argnums=(0, 1))(tree, x)
     leaves = [tree["w"], tree["pair"][0], tree["pair"][1], tree["list"][0], x]
 
-    def flat_loss(w, b, s, l, x):
-        return nested_loss({"w": w, "pair": (b, s), "list": [l]}, x)
+    def flat_loss(w, b, s, item, x):
+        return nested_loss({"w": w, "pair": (b, s), "list": [item]}, x)
 
     expected = native_grad(flat_loss, *leaves)
     got = [g_tree["w"], g_tree["pair"][0], g_tree["pair"][1], g_tree["list"][0], g_x]
@@ -45,11 +45,13 @@ def test_grad_equals_the_native_tool_on_random_nested_inputs(seed):
 
 
 def test_value_and_grad_and_has_aux():
-    f = lambda x, k: (ops.sum(x ** 2) * k, {"norm": ops.sqrt(ops.sum(x ** 2))})
+    def f(x, k):
+        return ops.sum(x ** 2) * k, {"norm": ops.sqrt(ops.sum(x ** 2))}
+
     (value, aux), g = customgrad.value_and_grad(f, has_aux=True)(t([3.0, 4.0]), 2.0)
     assert float(npy(value)) == 50.0 and float(npy(aux["norm"])) == 5.0
     np.testing.assert_array_equal(npy(g), [12.0, 16.0])
-    g2, aux2 = customgrad.grad(f, has_aux=True)(t([3.0, 4.0]), 2.0)
+    g2, _ = customgrad.grad(f, has_aux=True)(t([3.0, 4.0]), 2.0)
     np.testing.assert_array_equal(npy(g2), [12.0, 16.0])
 
 
@@ -79,8 +81,8 @@ def test_grad_rejects_bad_argnums():
 
 
 def test_vjp_rejects_cotangents_of_the_wrong_structure():
-    out, vjp_fn = customgrad.vjp(lambda x: (x, x), t([1.0]))
-    with pytest.raises(ValueError, match="customgrad.vjp: the cotangents must have the structure"):
+    _, vjp_fn = customgrad.vjp(lambda x: (x, x), t([1.0]))
+    with pytest.raises(ValueError, match=r"customgrad.vjp: the cotangents must have the structure"):
         vjp_fn(t([1.0]))
 
 

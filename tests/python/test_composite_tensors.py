@@ -526,7 +526,7 @@ def test_custom_gradient_with_ragged_under_customgrad_grad():
 
 def test_grad_of_indexed_slices_is_an_error():
     slices = tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0]), tf.constant([3, 2]))
-    with pytest.raises(TypeError, match="customgrad.vjp: cannot differentiate with respect to "
+    with pytest.raises(TypeError, match=r"customgrad.vjp: cannot differentiate with respect to "
                        "a IndexedSlices"):
         customgrad.grad(lambda s: tf.reduce_sum(s.values))(slices)
 

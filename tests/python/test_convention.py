@@ -5,7 +5,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from helpers import BACKEND, float64_enabled, native_grad, npy, t
+from helpers import float64_enabled, native_grad, npy, t
 from keras import ops
 
 import customgrad
@@ -318,7 +318,7 @@ def test_integer_and_bool_tensors_get_no_gradient():
 
     idx = ops.convert_to_tensor(np.array([0, 2], dtype="int32"))
     mask = ops.convert_to_tensor(np.array([True, False]))
-    out, vjp_fn = customgrad.vjp(f, t([1.0, 2.0, 3.0]), idx, mask)
+    _, vjp_fn = customgrad.vjp(f, t([1.0, 2.0, 3.0]), idx, mask)
     gx, gi, gm = vjp_fn(ops.ones((2,)))
     np.testing.assert_array_equal(npy(gx), [1.0, 0.0, 0.0])
     assert gi is None and gm is None
@@ -430,7 +430,7 @@ def test_exception_in_f_propagates_unchanged_and_f_runs_once():
         calls.append(1)
         raise Boom("from f")
 
-    with pytest.raises(Boom, match="^from f$"):
+    with pytest.raises(Boom, match=r"^from f$"):
         f(t([1.0]))
     assert len(calls) == 1
 

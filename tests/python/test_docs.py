@@ -13,7 +13,8 @@ from customgrad.backends import AUTODIFF
 
 ROOT = Path(__file__).resolve().parents[2]
 # where modules are imported from -> the folder searched below it
-SOURCES = {ROOT / "python": ROOT / "python" / "customgrad", ROOT / "inst" / "python": ROOT / "inst" / "python"}
+SOURCES = {ROOT / "python": ROOT / "python" / "customgrad",
+           ROOT / "inst" / "python": ROOT / "inst" / "python"}
 
 
 def modules_with_examples() -> list:

@@ -65,7 +65,7 @@ def test_keras_ops_jvp_uses_grad_fn():
 
 def test_jvp_with_several_inputs_and_outputs():
     x, y = t([1.0, 2.0]), t([3.0, 5.0])
-    (p, s), (dp, ds) = customgrad.jvp(product_and_sum, (x, y), (t([1.0, 0.0]), t([0.0, 1.0])))
+    (p, _), (dp, ds) = customgrad.jvp(product_and_sum, (x, y), (t([1.0, 0.0]), t([0.0, 1.0])))
     np.testing.assert_allclose(npy(p), [3.0, 10.0])
     # d(x y) = y dx + x dy; d(x + y) = dx + dy
     np.testing.assert_allclose(npy(dp), [3.0, 2.0])
@@ -91,11 +91,11 @@ def test_jvp_refuses_bad_tangents_and_primals():
             "customgrad.jvp: the tangent of primals[0] has shape (3,), but the primal has "
             "shape (2,)")):
         customgrad.jvp(fwd_log1pexp, (x,), (t([1.0, 1.0, 1.0]),))
-    with pytest.raises(ValueError, match="customgrad.jvp: tangents must have the structure"):
+    with pytest.raises(ValueError, match=r"customgrad.jvp: tangents must have the structure"):
         customgrad.jvp(product_and_sum, (x, x), (x,))
-    with pytest.raises(TypeError, match="customgrad.jvp: primals must be a tuple"):
+    with pytest.raises(TypeError, match=r"customgrad.jvp: primals must be a tuple"):
         customgrad.jvp(fwd_log1pexp, x, (x,))
-    with pytest.raises(TypeError, match="customgrad.hvp: primals must be a non-empty tuple"):
+    with pytest.raises(TypeError, match=r"customgrad.hvp: primals must be a non-empty tuple"):
         customgrad.hvp(total(fwd_log1pexp), x, (x,))
 
 

@@ -669,7 +669,7 @@ def test_torch_parameters_read_inside_f_arrive_in_the_order_f_used_them():
     def f(x):
         def grad(dy, variables=None):
             seen["variables"] = variables
-            weight, bias = variables
+            weight, _ = variables
             return dy @ weight, [dy.T @ x, dy.sum(0)]
 
         return x @ lin.weight.T + lin.bias, grad

@@ -7,8 +7,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from helpers import BACKEND, npy, t
-from keras import ops
+from helpers import npy, t
 
 import customgrad
 from customgrad import CustomGradientError

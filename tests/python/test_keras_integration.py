@@ -269,7 +269,7 @@ def test_assignment_inside_grad_fn_during_fit():
     if BACKEND == "jax":
         # jax's backward pass has no way out for a new variable value: a clear error, not a
         # silently dropped update
-        with pytest.raises(CustomGradientError, match="assigned 1 variable.*Assign in the forward"):
+        with pytest.raises(CustomGradientError, match=r"assigned 1 variable.*Assign in the forward"):
             model.fit(x, x, batch_size=4, epochs=1, verbose=0)
     else:
         model.fit(x, x, batch_size=4, epochs=1, verbose=0)
@@ -282,7 +282,7 @@ def test_assignment_inside_grad_fn_during_fit_in_forward_mode():
     steps = keras.Variable(0.0, trainable=False, name="steps")
     model = _model_whose_grad_fn_assigns(steps, forward_mode=True)
     x = np.ones((4, 2), "float32")
-    with pytest.raises(CustomGradientError, match="assigned 1 variable.*Assign in the forward"):
+    with pytest.raises(CustomGradientError, match=r"assigned 1 variable.*Assign in the forward"):
         model.fit(x, x, batch_size=4, epochs=1, verbose=0)
 
 

@@ -41,7 +41,7 @@ def tensorflow_bindings():
 def test_patch_replaces_the_public_bindings_and_unpatch_puts_back_the_very_objects():
     import tensorflow as tf
     import tensorflow.compat.v1
-    import tensorflow.compat.v2  # noqa: F401
+    import tensorflow.compat.v2
     from tensorflow.python.ops import custom_gradient as internal
 
     original = tf.custom_gradient

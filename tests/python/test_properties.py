@@ -68,7 +68,7 @@ def test_analytic_custom_gradient_equals_plain_autodiff(shapes, dtype, seed, sca
         tree = to_tensors(shapes, dtype, seed)
         custom = customgrad.grad(lambda t: analytic(t, scale=scale))(tree)
         plain = customgrad.grad(lambda t: forward(t, scale))(tree)
-        for c, p, x in zip(_tree.flatten(custom), _tree.flatten(plain), _tree.flatten(tree)):
+        for c, p, _ in zip(_tree.flatten(custom), _tree.flatten(plain), _tree.flatten(tree)):
             assert keras.backend.standardize_dtype(c.dtype) == dtype
             np.testing.assert_allclose(npy(ops.cast(c, "float32")), npy(ops.cast(p, "float32")),
                                        rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])

@@ -315,7 +315,7 @@ def test_a_framework_variable_read_by_f_is_refused_not_left_without_gradient():
         w = torch.nn.Parameter(torch.tensor([2.0, 3.0], device=torch_device()))
     f = customgrad.remat(lambda x: ops.sum(x * w))
     x = t([1.0, 1.0])
-    with pytest.raises(CustomGradientError, match="which are not keras.Variables"):
+    with pytest.raises(CustomGradientError, match=r"which are not keras.Variables"):
         gradients(f, (x,), {}, "eager")
 
 

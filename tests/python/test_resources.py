@@ -153,7 +153,6 @@ def test_outputs_are_not_kept_until_backward():
 def test_what_grad_fn_holds_goes_when_its_backward_ran():
     # plain autograd frees a node's saved tensors once the node ran, not when the graph goes:
     # h, a previous layer's output that only grad_fn holds, must not outlive its backward
-    import torch
 
     held = []
 

@@ -297,5 +297,5 @@ def test_graph_forward_mode_refuses_other_composite_outputs():
         with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)):
             return f(x).values
 
-    with pytest.raises(CustomGradientError, match="tf.IndexedSlices"):
+    with pytest.raises(CustomGradientError, match=r"tf.IndexedSlices"):
         jvp(tf.constant([1.0, 2.0]))

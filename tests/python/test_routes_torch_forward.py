@@ -1,8 +1,9 @@
 """torch, forward mode and second order: every route by which a tensor carrying a tangent reaches
 a custom-gradient f, under every forward-mode API (torch.func.jvp, jacfwd, dual tensors of
 torch.autograd.forward_ad, also under torch.vmap, customgrad.jvp), with f's own input carrying a
-tangent or not. Each cell gives plain autodiff's JVP of the same body (derived from grad_fn, with `variables=` where
-the route is a hidden tensor or a keras.Variable) or a named CustomGradientError: never a zero.
+tangent or not. Each cell gives plain autodiff's JVP of the same body (derived from grad_fn, with
+`variables=` where the route is a hidden tensor or a keras.Variable) or a named
+CustomGradientError: never a zero.
 And torch.func.hessian (jacfwd over jacrev) of a positional custom-gradient function."""
 
 import types

@@ -178,7 +178,7 @@ def written_for_tf_custom_gradient(decorator, layer, checks):
                 tape.watch(x)
                 tape.watch(variables)
                 y = layer(x)
-            checks["same_as_watched"] = set(v.ref() for v in tape.watched_variables()) == refs
+            checks["same_as_watched"] = {v.ref() for v in tape.watched_variables()} == refs
             grads = tape.gradient(y, [x, *variables], output_gradients=dy)
             by_ref = {v.ref(): g for v, g in zip(variables, grads[1:])}
             return grads[0], [by_ref[v.ref()] for v in variables]

@@ -4,7 +4,6 @@ of a framework other than the active backend's, and error messages that read wel
 
 import re
 
-import keras
 import numpy as np
 import pytest
 from helpers import BACKEND, native_grad, npy, require, t

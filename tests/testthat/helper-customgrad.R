@@ -1,7 +1,13 @@
 # Shared by every test file. Python starts once per R process; the backend comes from
 # KERAS_BACKEND (set by tests/integration/test_r_package.py, one process per backend).
 
+# Tests that need Python run only where the user opted in (customgrad:::python_opted_in():
+# NOT_CRAN=true, RETICULATE_PYTHON, ...), as keras3's run only under NOT_CRAN: on a CRAN check
+# machine starting Python would make reticulate download and install one.
 skip_without_python <- function() {
+  if (!customgrad:::python_opted_in()) {
+    skip("Python is not started here: NOT_CRAN is not \"true\" and RETICULATE_PYTHON is unset")
+  }
   if (!customgrad:::python_available()) {
     skip(paste("the session's Python cannot import keras and customgrad; RETICULATE_PYTHON is",
                Sys.getenv("RETICULATE_PYTHON", "unset")))

@@ -3,8 +3,8 @@
 The core (`_core.py`, `_call.py`, `_returns.py`, `_autodiff.py`, `_check_problem.py`,
 `_forward.py`, `_remat.py`, `ops.py`) talks to a backend only through these names, and a backend
 imports from the core only its leaf modules (`_call`, `_closure`, `_convention`, `_forward`,
-`_messages`, `_spec`, `_tree`), never the entry point `_core`. Three capability constants say what a backend can do, instead of probing
-for attributes:
+`_messages`, `_spec`, `_tree`), never the entry point `_core`. Three capability constants say
+what a backend can do, instead of probing for attributes:
 
 * `HAS_AUTODIFF`: it takes gradients (jax, tensorflow, torch); then it also meets `Autodiff`.
 * `HAS_FAST_PATH`: `call_positional(f, args)` is worth trying before anything else (torch, whose
@@ -28,8 +28,11 @@ on every backend.
 from __future__ import annotations
 
 import inspect
-from contextlib import AbstractContextManager
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
 
 
 class Backend(Protocol):
@@ -68,14 +71,14 @@ class Backend(Protocol):
         the cotangents to get checked gradients. Where nothing can differentiate the call,
         `arguments.output(values)` runs f alone."""
 
-    def float64_scope(self) -> AbstractContextManager:
+    def float64_scope(self) -> AbstractContextManager[Any]:
         """A context in which float64 computations stay float64 (for the gradient checker)."""
 
 
 class Autodiff(Backend, Protocol):
     """What a backend with `HAS_AUTODIFF` defines on top."""
 
-    def watching_reads(self) -> AbstractContextManager | None:
+    def watching_reads(self) -> AbstractContextManager[Any] | None:
         """The backend's own watcher of the variables f reads, which the core opens around f
         (`_call.run_reading`, beside Keras's variable recorder): a context manager with
         `watched_variables()` (TensorFlow's VariableWatcher), or None where Keras's record is
@@ -91,7 +94,7 @@ class Autodiff(Backend, Protocol):
     def convert(self, grad: Any, like: Any) -> Any:
         """grad (a tensor, a keras.Variable, a number or numpy value) as a tensor like `like`."""
 
-    def static_shape(self, x: Any) -> tuple:
+    def static_shape(self, x: Any) -> tuple[int | None, ...]:
         """x's shape, None for dimensions unknown while tracing."""
 
     def cast_like(self, grad: Any, like: Any) -> Any:
@@ -105,12 +108,13 @@ class Autodiff(Backend, Protocol):
         one device would have on the whole batch, under the data-parallel engine running now
         (for `clip_gradient_norm(..., across_replicas=True)`); `local` where none runs."""
 
-    def recomputation_inputs(self, leaves: list) -> list:
+    def recomputation_inputs(self, leaves: list[Any]) -> list[Any]:
         """The leaves a recomputation in the backward (`customgrad.remat`) starts from: the
         same values, kept from being merged with the forward they repeat or from being
         differentiated through the forward's graph."""
 
-    def vjp_flat(self, fn: Callable, values: list, reusable: bool = True) -> tuple:
+    def vjp_flat(self, fn: Callable[..., Any], values: list[Any],
+                 reusable: bool = True) -> tuple[Sequence[Any], Callable[[list[Any]], list[Any]]]:
         """Runs fn(*values) -> output leaves; returns (outputs, back(cotangents) -> one gradient
         per value). `reusable`: back may run more than once."""
 
@@ -118,7 +122,7 @@ class Autodiff(Backend, Protocol):
 class FastPath(Protocol):
     """What a backend with `HAS_FAST_PATH` defines on top."""
 
-    def call_positional(self, f: Callable, args: tuple) -> Any:
+    def call_positional(self, f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """f(*args) with no keyword arguments: f's output, or None (before f ran) when the call
         is not of the kind this path takes, which then goes to `call`."""
 
@@ -142,7 +146,7 @@ _CAPABILITIES = {"HAS_AUTODIFF": Autodiff, "HAS_FAST_PATH": FastPath,
                  "FORWARD_MODE_OPT_IN": ForwardModeOptIn}
 
 
-def _members(protocol) -> dict:
+def _members(protocol) -> dict[Any, Any]:
     """name -> the function a protocol declares (its own and its bases')."""
     members = {}
     for klass in reversed(protocol.__mro__):

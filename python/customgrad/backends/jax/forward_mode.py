@@ -10,6 +10,8 @@ error.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,7 +21,7 @@ from .tensors import is_float, zeros
 from .traced import Traced, concrete
 
 
-def call_forward_mode(arguments):
+def call_forward_mode(arguments: Any) -> Any:
     traced = Traced(arguments, assignments_leave=False)
     if not traced.traced:
         return arguments.output(arguments.tensor_values)[0]  # nothing can differentiate it

@@ -10,6 +10,8 @@ assigned in the caller's scope, so model.fit sees the updates.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.extend.core as jax_core
 import jax.numpy as jnp
@@ -44,7 +46,7 @@ class _Residuals:
         return jax_core.jaxpr_as_fun(jax_core.ClosedJaxpr(self.rule, self.consts))(*cotangents)
 
 
-def call(arguments):
+def call(arguments: Any) -> Any:
     traced = Traced(arguments, assignments_leave=True)
     if not traced.traced:
         # Concrete arrays: no transformation is tracing this call, so no gradient can be asked

@@ -8,17 +8,18 @@ custom_vjp inputs, not the outer trace's tracers.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import Any
 
 from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
 
-def scope_mapping() -> dict | None:
+def scope_mapping() -> dict[Any, Any] | None:
     """The active stateless scope's mapping from id(variable) to value (None outside one)."""
     return get_stateless_scope().state_mapping if in_stateless_scope() else None
 
 
-def collects_losses(mapping: dict | None) -> bool:
+def collects_losses(mapping: dict[Any, Any] | None) -> bool:
     """Whether the caller collects the losses added in its stateless scope (model.fit)."""
     return mapping is not None and get_stateless_scope().collect_losses
 
@@ -27,7 +28,7 @@ class _BoundScope(StatelessScope):
     """The stateless scope f and grad_fn run in: variable reads return this call's values, and
     the assignments made inside are kept (in order, with their variables) to be passed on."""
 
-    def __init__(self, mapping: dict):
+    def __init__(self, mapping: dict[Any, Any]):
         super().__init__(initialize_variables=False)
         self.state_mapping = mapping
         self.updates = {}
@@ -38,7 +39,7 @@ class _BoundScope(StatelessScope):
 
 
 @contextmanager
-def variables_bound(mapping: dict | None, ids: list, values):
+def variables_bound(mapping: dict[Any, Any] | None, ids: list[Any], values: Any):
     """Variable reads inside the block return `values` for the variables `ids`; yields the
     scope (None outside a stateless scope, `mapping` None)."""
     if mapping is None:

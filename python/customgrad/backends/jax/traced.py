@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import types
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +33,7 @@ def _closes_over_tracer(f) -> bool:
     return False
 
 
-def refuse_hidden_tracers(f, received) -> list:
+def refuse_hidden_tracers(f: Any, received: Any) -> list[Any]:
     """Raises `msg.jax_hidden_tracer` where f reaches, through the objects it closes over (an
     attribute, an element of a list or dict; `_closure.tensors_reachable`), a tensor being
     differentiated that it did not receive (`received`: the call's own tensors). Inside the
@@ -55,7 +56,7 @@ def refuse_hidden_tracers(f, received) -> list:
     return [(name, value) for name, value in reached if is_float(value)]
 
 
-def tied_to_hidden(f, primals: list, hidden: list) -> list:
+def tied_to_hidden(f: Any, primals: list[Any], hidden: list[Any]) -> list[Any]:
     """`primals` passed through an identity (a custom_jvp) that takes the tracers f reaches
     through objects (`hidden`: (name, tracer) from `refuse_hidden_tracers`) as inputs too: its
     JVP rule raises `msg.jax_hidden_tracer` naming those that carry a tangent. Under
@@ -109,7 +110,12 @@ class Hidden:
     attribute or element cannot be handled so (f would read another value only if the object
     were changed): `tied_to_hidden` refuses those."""
 
-    def __init__(self, arguments):
+    keywords: list[tuple[int, str | None]]
+    cells: list[tuple[int, str]]
+    values: list[Any]
+    specs: list[Any]
+
+    def __init__(self, arguments: Any) -> None:
         f, kwargs = arguments.f, arguments.structure[1]
         positional = set(arguments.positional)
         self.keywords = [(k, _keyword_of(kwargs, arguments.leaves[arguments.tensor_index[k]]))
@@ -128,16 +134,16 @@ class Hidden:
                        + [f.__closure__[i].cell_contents for i, _ in self.cells])
         self.specs = [spec(v) for v in self.values]
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self.values)
 
-    def refusal(self, f, k):
+    def refusal(self, f: Any, k: Any) -> Any:
         """The named error for the hidden primal `k` (in `values`' order) being differentiated."""
         if k < len(self.keywords):
             return msg.hidden_input(f, keyword=self.keywords[k][1])
         return msg.hidden_input(f, closed_over=self.cells[k - len(self.keywords)][1])
 
-    def bind(self, arguments, values, primals):
+    def bind(self, arguments: Any, values: Any, primals: Any) -> Any:
         """(arguments, values) that make f read the hidden `primals` (in `values`' order): the
         keyword ones put in `values`, the cell ones in a copy of f whose cells hold them (with
         f's code, globals, name and defaults: messages name it as f)."""
@@ -161,7 +167,7 @@ def _float_tracer(x) -> bool:
     return isinstance(x, jax.core.Tracer) and is_float(x)
 
 
-def _keyword_of(kwargs: dict, leaf) -> str | None:
+def _keyword_of(kwargs: dict[Any, Any], leaf) -> str | None:
     """The keyword whose value holds `leaf` (by identity)."""
     for key, value in kwargs.items():
         if any(v is leaf for v in _tree.flatten(value)):
@@ -169,7 +175,7 @@ def _keyword_of(kwargs: dict, leaf) -> str | None:
     return None
 
 
-def concrete(primals) -> bool:
+def concrete(primals: Any) -> bool:
     """Whether no transformation traces these primals (eager jax.grad hands over arrays)."""
     return not any(isinstance(p, jax.core.Tracer) for p in primals)
 
@@ -185,7 +191,23 @@ class Traced:
     gradient can be asked of it, and the caller runs f directly.
     """
 
-    def __init__(self, arguments, assignments_leave: bool):
+    arguments: Any  # a `_call.Arguments`
+    assignments_leave: bool
+    mapping: dict[Any, Any] | None
+    tensor_values: list[Any]
+    positional: Any
+    variable_ids: list[Any]
+    primals: list[Any]
+    traced: bool
+    specs: list[Any]
+    hidden: Hidden | None
+    collect_losses: bool
+    output: Any
+    assigned: list[Any]
+    positions: Any
+    leaves: list[Any] | None
+
+    def __init__(self, arguments: Any, assignments_leave: bool) -> None:
         self.arguments = arguments
         self.assignments_leave = assignments_leave  # else an assignment in f is an error
         self.mapping = mapping = scope_mapping()
@@ -216,7 +238,7 @@ class Traced:
         self.output = None  # the output's structure (of specs), once f ran
         self.assigned = []  # the variables f assigned, in the order their values follow
 
-    def forward(self, primals) -> tuple[list, Rule]:
+    def forward(self, primals: Any) -> tuple[list[Any], Rule]:
         """Runs f on these primals inside the bound variable scope. Returns the leaves the
         custom_vjp (custom_jvp) function outputs: f's output leaves, then the new values of the
         variables f assigned (`self.assigned`); and the rule linked to this run."""
@@ -256,7 +278,7 @@ class Traced:
                     (self.mapping, self.variable_ids, variable_primals))
         return arrays + [jnp.asarray(value) for _, value in updates], rule
 
-    def rebuild(self, arrays):
+    def rebuild(self, arrays: Any) -> Any:
         """f's output with `arrays` (what custom_vjp returned for f's array leaves) in it."""
         if self.leaves is None:
             return _tree.unflatten(self.output, list(arrays))
@@ -275,11 +297,17 @@ class Rule:
     runs in; not the primals, nor the call: grad_fn keeps what it needs.
     """
 
-    def __init__(self, link, float_outputs: tuple, specs: list, binding: tuple):
+    link: Any  # a `_call.Link`
+    float_outputs: tuple[int, ...]
+    specs: list[Any]
+    binding: tuple[Any, ...]
+
+    def __init__(self, link: Any, float_outputs: tuple[int, ...], specs: list[Any],
+                 binding: tuple[Any, ...]) -> None:
         self.link, self.float_outputs, self.specs, self.binding = (
             link, float_outputs, specs, binding)
 
-    def __call__(self, *cotangents) -> list:
+    def __call__(self, *cotangents: Any) -> list[Any]:
         # grad_fn may read variables too (a closure over layer.kernel)
         with variables_bound(*self.binding) as scope:
             grads = self.link(cotangents)

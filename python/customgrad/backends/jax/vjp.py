@@ -3,14 +3,20 @@ leaves, the inputs of a recomputation, and a scope in which float64 stays float6
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .tensors import is_float
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
 
-def recomputation_inputs(leaves):
+
+def recomputation_inputs(leaves: list[Any]) -> list[Any]:
     # inside a compiled program XLA would merge the recomputation with the forward it equals
     # (common-subexpression elimination) and keep the intermediates after all; an optimization
     # barrier prevents that, as in jax.checkpoint
@@ -21,7 +27,8 @@ def recomputation_inputs(leaves):
     return leaves
 
 
-def vjp_flat(fn, values, reusable=True):
+def vjp_flat(fn: Callable[..., Any], values: list[Any],
+             reusable: bool = True) -> tuple[Sequence[Any], Callable[[list[Any]], list[Any]]]:
     """Runs fn(*values) -> output leaves; returns (outputs, back(cotangent leaves) -> grads).
     (A jax VJP function can always run again: `reusable` is for tensorflow's tape.)"""
     outputs, back = jax.vjp(lambda *v: fn(*v), *values)
@@ -38,6 +45,6 @@ def vjp_flat(fn, values, reusable=True):
     return outputs, backward
 
 
-def float64_scope():
+def float64_scope() -> AbstractContextManager[Any]:
     """float64 arrays need JAX's x64 mode (off by default); scoped to the block."""
     return jax.enable_x64(True)

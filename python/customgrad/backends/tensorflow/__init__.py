@@ -24,6 +24,8 @@ is defined or imported here. Behind it, one module per concern:
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
 from .composites import CompositeSpec, RaggedSpec, SparseSpec, component, with_component
@@ -36,8 +38,9 @@ from .vjp import float64_scope, recomputation_inputs, vjp_flat
 
 __all__ = ["HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN", "being_differentiated",
            "call", "call_with_tf_variables", "cast_like", "convert", "float64_scope", "is_float",
-           "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs", "sees_closures", "spec",
-           "static_shape", "tensor_value", "vjp_flat", "watching_reads", "zeros", "zeros_like"]
+           "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs",
+           "sees_closures", "spec", "static_shape", "tensor_value", "vjp_flat", "watching_reads",
+           "zeros", "zeros_like"]
 
 # capabilities (see _contract.py)
 HAS_AUTODIFF = True
@@ -49,7 +52,7 @@ def sees_closures() -> bool:
     return True  # f's closure cells can be read while a call runs
 
 
-def spec(x):
+def spec(x: Any) -> Any:
     if not isinstance(x, tf.Tensor):
         if isinstance(x, tf.RaggedTensor):
             return RaggedSpec(x)
@@ -58,11 +61,11 @@ def spec(x):
     return dense_spec(x)
 
 
-def zeros_like(x):
+def zeros_like(x: Any) -> Any:
     return with_component(x, tf.zeros_like(component(x)))
 
 
-def zeros(spec):
+def zeros(spec: Any) -> Any:
     if isinstance(spec, CompositeSpec):
         return spec.rebuild(zeros(spec.values))
     shape = spec.shape if spec.runtime_shape is None else spec.runtime_shape

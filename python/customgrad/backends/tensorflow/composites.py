@@ -16,6 +16,8 @@ that carries its gradient (its flat values; its values), as in tf.custom_gradien
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 from tensorflow.python.framework.composite_tensor import CompositeTensor
 
@@ -24,7 +26,7 @@ from ..._messages import CustomGradientError
 from ..._spec import TensorSpec
 from .tensors import cast_like, dense_spec, dims, is_float
 
-def component(x):
+def component(x: Any) -> Any:
     """The tensor that carries the gradient of `x`: a ragged tensor's flat values, a sparse
     tensor's values, `x` itself for anything else."""
     if isinstance(x, tf.Tensor):
@@ -36,7 +38,7 @@ def component(x):
     return x
 
 
-def with_component(like, component):
+def with_component(like: Any, component: Any) -> Any:
     """`like` (a value or a spec) rebuilt around `component`; `component` when `like` is dense."""
     if isinstance(like, CompositeSpec):
         return like.rebuild(component)
@@ -47,7 +49,7 @@ def with_component(like, component):
     return component
 
 
-def has_composite(values) -> bool:
+def has_composite(values: Any) -> bool:
     for v in values:
         if not isinstance(v, tf.Tensor) and isinstance(v, CompositeTensor):
             return True
@@ -68,21 +70,21 @@ def _refuse_other_composites(f, leaves, structure, name, what):
             raise msg.tf_composite_refused(what, f, leaf, path, SUPPORTED, hint)
 
 
-def refuse_other_composite_args(arguments):
+def refuse_other_composite_args(arguments: Any) -> None:
     args, kwargs = arguments.structure
     _refuse_other_composites(arguments.f, _tree.flatten(args), args, "args", "an argument of")
     _refuse_other_composites(arguments.f, _tree.flatten(kwargs), kwargs, "kwargs",
                              "a keyword argument of")
 
 
-def refuse_other_composite_outputs(f, output, out_leaves):
+def refuse_other_composite_outputs(f: Any, output: Any, out_leaves: Any) -> None:
     for o in out_leaves:
         if not isinstance(o, tf.Tensor) and isinstance(o, CompositeTensor):
             _refuse_other_composites(f, out_leaves, output, "output", "an output of")
             return
 
 
-def upstream_leaves(link, cotangents):
+def upstream_leaves(link: Any, cotangents: Any) -> Any:
     """The tape's cotangents (one per output `link` linked) as grad_fn's upstream leaves:
     ragged and sparse outputs get ragged and sparse upstreams; a tf.IndexedSlices (an output
     read through tf.gather) is made dense, as upstreams are on every backend."""
@@ -113,12 +115,14 @@ class CompositeSpec(TensorSpec):
     __slots__ = ("values", "structure")
 
     composite_type: type  # tf.RaggedTensor or tf.SparseTensor
+    values: TensorSpec
+    structure: tuple[Any, ...]
 
-    def __init__(self, x, values):
+    def __init__(self, x: Any, values: Any) -> None:
         super().__init__(dims(x.shape), x.dtype, None, is_float(values))
         self.values = dense_spec(values)
 
-    def check_gradient(self, grad, who: str, where: str):
+    def check_gradient(self, grad: Any, who: str, where: str) -> Any:
         """What `who` (grad_fn) returned for this input (`where`), rebuilt on the input's
         structure; a CustomGradientError when it does not fit. In a graph, what is known only
         when it runs (sizes, row splits, indices) is compared then: an InvalidArgumentError with
@@ -155,24 +159,25 @@ class CompositeSpec(TensorSpec):
 class RaggedSpec(CompositeSpec):
     __slots__ = ("partitions",)
     describe_as = "tf.RaggedTensor"
-    composite_type = tf.RaggedTensor
+    composite_type: type = tf.RaggedTensor
+    partitions: Any
 
-    def __init__(self, x):
+    def __init__(self, x: Any) -> None:
         super().__init__(x, x.flat_values)
         # the partitions themselves (private): rebuilding from row splits alone would lose
         # uniform row lengths, which the static shape shows
         self.partitions = x._nested_row_partitions
         self.structure = tuple(p.row_splits() for p in self.partitions)
 
-    def rebuild(self, values):
+    def rebuild(self, values: Any) -> Any:
         return tf.RaggedTensor._from_nested_row_partitions(values, self.partitions, validate=False)
 
-    def structure_of(self, grad):
+    def structure_of(self, grad: Any) -> Any:
         if grad.ragged_rank != len(self.partitions):
             return None
         return grad.nested_row_splits
 
-    def expected(self):
+    def expected(self) -> str:
         return (f"a tf.RaggedTensor with the row splits of the input (ragged_rank "
                 f"{len(self.partitions)}, flat values of shape {tuple(self.values.shape)}) or a "
                 f"dense tensor of its flat values")
@@ -181,20 +186,20 @@ class RaggedSpec(CompositeSpec):
 class SparseSpec(CompositeSpec):
     __slots__ = ()
     describe_as = "tf.SparseTensor"
-    composite_type = tf.SparseTensor
+    composite_type: type = tf.SparseTensor
 
-    def __init__(self, x):
+    def __init__(self, x: Any) -> None:
         super().__init__(x, x.values)
         self.structure = (x.indices, x.dense_shape)
 
-    def rebuild(self, values):
+    def rebuild(self, values: Any) -> Any:
         indices, dense_shape = self.structure
         return tf.SparseTensor(indices, values, dense_shape)
 
-    def structure_of(self, grad):
+    def structure_of(self, grad: Any) -> Any:
         return (grad.indices, grad.dense_shape)
 
-    def expected(self):
+    def expected(self) -> str:
         return (f"a tf.SparseTensor with the indices and dense shape of the input "
                 f"{tuple(self.shape)} (values of shape {tuple(self.values.shape)}) or a dense "
                 f"tensor shaped as its values")

@@ -8,6 +8,8 @@ check that grad_fn is linear in its upstream.
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accumulator watches
 from tensorflow.python.eager import record  # no public API stops recording on every tape
@@ -16,12 +18,12 @@ from ... import _forward
 from .tensors import is_float
 
 
-def has_tangents(tensors) -> bool:
+def has_tangents(tensors: Any) -> bool:
     """Whether a tf.autodiff.ForwardAccumulator watches one of `tensors`."""
     return bool(pywrap_tfe.TFE_Py_PackJVPs(list(tensors))[1])
 
 
-def check_linear(link, out_leaves, concrete):
+def check_linear(link: Any, out_leaves: Any, concrete: Any) -> None:
     """Forward mode is derived from grad_fn: refuses a grad_fn that is not linear in upstream
     (marked, or, on concrete values, failing the probe, which calls grad_fn through `link` as
     the backward does: with the variables f read)."""

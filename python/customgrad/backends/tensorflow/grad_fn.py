@@ -12,6 +12,8 @@ and bound again around grad_fn's call, as the jax backend does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 import tensorflow as tf
@@ -23,7 +25,7 @@ from .hidden_inputs import autodiff_gradients
 from .variables import keras_variables_error
 
 
-def stateless_values(reads) -> dict | None:
+def stateless_values(reads: Any) -> dict[Any, Any] | None:
     """The variable values of the stateless scope f ran in (id(variable) -> value), for grad_fn
     to read the same; None outside one, or where f read no keras.Variable (the common call:
     nothing is looked up)."""
@@ -36,12 +38,12 @@ class _Rebound(StatelessScope):
     """A stateless scope binding the values f read (see `stateless_values`) while grad_fn
     runs; it creates and initializes nothing."""
 
-    def __init__(self, mapping: dict):
+    def __init__(self, mapping: dict[Any, Any]):
         super().__init__(initialize_variables=False)
         self.state_mapping = mapping
 
 
-def gradients(link, cotangents, bound=None):
+def gradients(link: Any, cotangents: Any, bound: Any = None) -> Any:
     """grad_fn's call through `link` on the tape's cotangents (one per linked output): the
     gradients (flat components) of the inputs, then those of the variables the link wants;
     `bound`: the `stateless_values` f read, bound again while grad_fn runs. A grad_fn that trips
@@ -61,7 +63,7 @@ def gradients(link, cotangents, bound=None):
     return [component(g) for g in grads]
 
 
-def custom_gradient_grad(link, bound=None):
+def custom_gradient_grad(link: Any, bound: Any = None) -> Any:
     """The grad function handed to tf.custom_gradient for the call `link` links (`bound`: see
     `gradients`)."""
 
@@ -77,7 +79,7 @@ def custom_gradient_grad(link, bound=None):
     return grad
 
 
-def graph_grad(link, bound, inputs, hidden, outputs):
+def graph_grad(link: Any, bound: Any, inputs: Any, hidden: Any, outputs: Any) -> Any:
     """`custom_gradient_grad` for an op that also takes `hidden`'s extra inputs (a
     `hidden_inputs.GraphHidden`; `inputs`: the call's tensors, `outputs`: f's outputs the op
     links): a stateless scope's value gets the gradient grad_fn returns for its keras.Variable
@@ -105,7 +107,7 @@ def graph_grad(link, bound, inputs, hidden, outputs):
     return grad
 
 
-def record_on_tapes(link, outputs, tape_inputs, bound=None) -> list:
+def record_on_tapes(link: Any, outputs: Any, tape_inputs: Any, bound: Any = None) -> list[Any]:
     """Records one operation (`tape_inputs` and the reads of the link's variable values ->
     `outputs`, flat tensors of the outputs it links) on every active tape and forward
     accumulator, whose backward is grad_fn (`bound`: see `gradients`); returns the recorded

@@ -12,6 +12,7 @@ op, with autodiff's gradients through f's own operations (`autodiff_gradients`).
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 import tensorflow as tf
@@ -21,7 +22,7 @@ from ..._closure import tensors_reachable
 from .tensors import being_differentiated
 
 
-def watched_reachable(f, inputs) -> list:
+def watched_reachable(f: Any, inputs: Any) -> list[Any]:
     """(name, tensor) for the floating-point tensors a tape watches that f reaches (see
     `_closure.tensors_reachable`); `inputs` (the call's own tensors) left out."""
     skip = {id(t) for t in inputs}
@@ -37,7 +38,7 @@ def _is_dense(x) -> bool:
     return isinstance(x, tf.Tensor)
 
 
-def probe(candidates):
+def probe(candidates: Any) -> Any:
     """A tape that watches the candidates while f runs, or a null context where there are none
     (entered, it gives None)."""
     if not candidates:
@@ -52,7 +53,7 @@ def _watching(tensors):
         yield tape
 
 
-def refuse_used(f, tape, candidates, outputs) -> None:
+def refuse_used(f: Any, tape: Any, candidates: Any, outputs: Any) -> None:
     """Raises `msg.hidden_input` naming the first candidate f's outputs depend on (`tape`: the
     `probe` f ran under)."""
     targets = [o for o in outputs if isinstance(o, tf.Tensor) and o.dtype.is_floating]
@@ -78,8 +79,11 @@ class GraphHidden:
     order."""
 
     __slots__ = ("keyword", "reached", "scope")
+    keyword: list[int]
+    reached: list[Any]
+    scope: list[Any]
 
-    def __init__(self, arguments, tape_inputs):
+    def __init__(self, arguments: Any, tape_inputs: Any) -> None:
         graph = tf.compat.v1.get_default_graph()
         n_args = len(arguments.arg_is_tensor)
         self.keyword = [k for k, i in enumerate(arguments.tensor_index)
@@ -91,11 +95,11 @@ class GraphHidden:
                       if in_stateless_scope() else [])
 
     @property
-    def extra_inputs(self) -> list:
+    def extra_inputs(self) -> list[Any]:
         return self.reached + self.scope
 
 
-def _new_in_graph(tensors, graph, seen) -> list:
+def _new_in_graph(tensors, graph, seen) -> list[Any]:
     """The floating-point tensors of `graph` or of a graph enclosing it among `tensors` not in
     `seen` (ids, updated), the latter as `graph` captures them (the placeholders f's
     operations read)."""
@@ -131,7 +135,7 @@ def _encloses(outer, graph) -> bool:
     return False
 
 
-def autodiff_gradients(outputs, cotangents, targets, stop) -> list:
+def autodiff_gradients(outputs: Any, cotangents: Any, targets: Any, stop: Any) -> list[Any]:
     """Autodiff's gradients of `targets` through f's own operations (f ran on them in this
     graph), for the hidden tensors grad_fn has no gradient for: `outputs`, f's outputs the
     op linked, `cotangents` theirs; `stop`: the tensors whose gradients grad_fn gives, which

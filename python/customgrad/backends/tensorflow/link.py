@@ -11,6 +11,8 @@ adds up over the layers of a network (a stack of 16 softplus calls peaked at 1.8
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 from tensorflow.python.eager import record  # no public API stops recording on every tape
 from tensorflow.python.ops import gradients_util  # ... or tells whether a tape is nested
@@ -27,11 +29,11 @@ from .tensors import being_differentiated, unwatched
 from .variables import grad_fn_variables, loss_error
 
 
-def call(arguments):
+def call(arguments: Any) -> Any:
     return _call(arguments, tf_variables=False)
 
 
-def call_with_tf_variables(arguments):
+def call_with_tf_variables(arguments: Any) -> Any:
     """`call` for a function decorated with `tf_variables=True`: grad_fn's `variables=` holds
     the tf.Variables f read (a keras.Variable's `.value`), as tf.custom_gradient passes them."""
     return _call(arguments, tf_variables=True)
@@ -139,7 +141,7 @@ def _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_
     return _rebuild(link, out_leaves, outputs, [specs[j] for j in link.outputs])
 
 
-def tensor_positions(backward) -> list:
+def tensor_positions(backward: Any) -> list[Any]:
     """The positions of f's output leaves that are tensors: the others (None) stay out of the
     autodiff, which takes tensors only, and get no gradient."""
     return backward.tensor_outputs

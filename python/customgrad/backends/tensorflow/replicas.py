@@ -3,10 +3,12 @@ strategy."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
 
-def one_device_sum_of_squares(local):
+def one_device_sum_of_squares(local: Any) -> Any:
     """Summed over the replicas of the strategy running now (inside `strategy.run`). Under
     tf.distribute each replica's loss is divided by the number of replicas
     (`tf.nn.compute_average_loss`, Keras's losses) and the replicas' gradients are summed, so

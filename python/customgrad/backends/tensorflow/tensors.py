@@ -9,6 +9,8 @@ TensorSpec(shape=(2, 3), dtype=<dtype: 'float32'>)
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe  # ... or tells whether a forward accumulator watches
@@ -18,7 +20,7 @@ from tensorflow.python.framework.composite_tensor import CompositeTensor
 from ..._spec import TensorSpec
 
 
-def tensor_value(leaf):
+def tensor_value(leaf: Any) -> Any:
     if isinstance(leaf, tf.Tensor):  # eager and symbolic tensors: checked first, it is cheap
         return leaf
     if isinstance(leaf, keras.Variable):
@@ -30,7 +32,7 @@ def tensor_value(leaf):
     return None
 
 
-def is_tensor(x) -> bool:
+def is_tensor(x: Any) -> bool:
     # tf.Tensor first: tf.is_tensor alone is slow (an isinstance check against a Protocol)
     if isinstance(x, tf.Tensor):
         return True
@@ -40,11 +42,11 @@ def is_tensor(x) -> bool:
     return tf.is_tensor(x)
 
 
-def is_float(x) -> bool:
+def is_float(x: Any) -> bool:
     return x.dtype.is_floating or x.dtype.is_complex
 
 
-def being_differentiated(x, closed_over=False) -> bool:
+def being_differentiated(x: Any, closed_over: bool = False) -> bool:
     """Whether a gradient tape or a forward accumulator watches tensor `x` (variables are found
     by the tape's variable watching, not here). Accumulators count: a tangent that reaches f other
     than through a positional argument would be dropped as a tape's gradient would."""
@@ -52,7 +54,7 @@ def being_differentiated(x, closed_over=False) -> bool:
     return isinstance(x, tf.Tensor) and pywrap_tfe.TFE_Py_TapeSetPossibleGradientTypes([x]) != 0
 
 
-def dense_spec(x) -> TensorSpec:
+def dense_spec(x: Any) -> TensorSpec:
     """The spec of a dense tensor."""
     shape, dtype = x.shape, x.dtype
     dims = tuple(shape.as_list()) if shape.rank is not None else ()
@@ -61,12 +63,12 @@ def dense_spec(x) -> TensorSpec:
     return TensorSpec(dims, dtype, None, dtype.is_floating or dtype.is_complex, runtime)
 
 
-def dims(shape) -> tuple:
+def dims(shape: Any) -> tuple[Any, ...]:
     """A TensorShape as a tuple (None: an unknown dimension; () for an unknown rank)."""
     return tuple(shape.as_list()) if shape.rank is not None else ()
 
 
-def convert(grad, like):
+def convert(grad: Any, like: Any) -> Any:
     if isinstance(grad, keras.Variable):
         grad = grad.value
     if tf.is_tensor(grad):
@@ -74,24 +76,24 @@ def convert(grad, like):
     return tf.convert_to_tensor(grad, dtype=like.dtype)
 
 
-def static_shape(x) -> tuple:
+def static_shape(x: Any) -> tuple[int | None, ...]:
     if isinstance(x, TensorSpec):
         return x.shape
     shape = x.shape
     return tuple(shape.as_list()) if shape.rank is not None else ()
 
 
-def cast_like(grad, like):
+def cast_like(grad: Any, like: Any) -> Any:
     if grad.dtype != like.dtype:
         grad = tf.cast(grad, like.dtype)
     return grad
 
 
-def ones_like(x):
+def ones_like(x: Any) -> Any:
     return tf.ones_like(x)
 
 
-def unwatched(tensors) -> list:
+def unwatched(tensors: Any) -> list[Any]:
     """The tensors (flat components), as new tensors of the same buffers (nothing is copied)
     that no tape or accumulator watches.
 

@@ -12,14 +12,19 @@ keras.Variable, it gets a CustomGradientError that says so, caused by the origin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import keras
 from tensorflow.python.eager import record  # no public API watches variable reads
 
 from ... import _messages as msg
 from ..._messages import CustomGradientError
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
 
-def watching_reads():
+
+def watching_reads() -> AbstractContextManager[Any] | None:
     """TensorFlow's variable watcher, which the core opens around f beside Keras's recorder: it
     sees the trainable tf.Variables f reads (a tf.Module's, or any other), as tf.custom_gradient
     finds them. grad_fn gets the keras.Variables first, in the order of their first read, then
@@ -36,13 +41,13 @@ def watching_reads():
     return record.VariableWatcher()
 
 
-def grad_fn_variables(reads, tf_variables: bool) -> list:
+def grad_fn_variables(reads: Any, tf_variables: bool) -> list[Any]:
     """What grad_fn receives in `variables=`: the variables f read as they are, or, with
     `tf_variables`, their raw values (the tf.Variables tf.custom_gradient passes)."""
     return reads.values if tf_variables else reads.variables
 
 
-def keras_variables_error(f, variables, error) -> CustomGradientError | None:
+def keras_variables_error(f: Any, variables: Any, error: Any) -> CustomGradientError | None:
     """The CustomGradientError for a grad_fn of `f` that raised `error` on the keras.Variables
     in `variables` where it expected tf.Variables (code written for tf.custom_gradient); None
     when `error` is not that."""
@@ -53,7 +58,7 @@ def keras_variables_error(f, variables, error) -> CustomGradientError | None:
     return None
 
 
-def loss_error(f):
+def loss_error(f: Any) -> Any:
     # f ran on unwatched copies of the inputs (or inside tf.custom_gradient's graph function): a
     # loss it added has no path to the inputs, so its gradient would be silently zero
     return msg.loss_in_forward(

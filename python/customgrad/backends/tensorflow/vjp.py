@@ -11,6 +11,7 @@ gradient checker.
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 from tensorflow.python.framework.composite_tensor import CompositeTensor
@@ -19,12 +20,16 @@ from ... import _messages as msg
 from .composites import SUPPORTED, component, with_component
 from .tensors import is_float
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
-def recomputation_inputs(leaves):
+
+def recomputation_inputs(leaves: list[Any]) -> list[Any]:
     return list(leaves)  # the recomputation's tape watches its own inputs: nothing to cut
 
 
-def vjp_flat(fn, values, reusable=True):
+def vjp_flat(fn: Callable[..., Any], values: list[Any],
+             reusable: bool = True) -> tuple[Sequence[Any], Callable[[list[Any]], list[Any]]]:
     """Runs fn(*values) -> output leaves under a tape; returns (outputs, back(cotangents)).
 
     The tape is persistent only when back may run more than once: under a persistent (or nested)
@@ -62,5 +67,5 @@ def vjp_flat(fn, values, reusable=True):
     return outputs, backward
 
 
-def float64_scope():
+def float64_scope() -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext()

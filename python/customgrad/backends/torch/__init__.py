@@ -57,6 +57,7 @@ FORWARD_MODE_OPT_IN = False
 __all__ = [
     "HAS_AUTODIFF", "HAS_FAST_PATH", "FORWARD_MODE_OPT_IN",
     "being_differentiated", "call", "call_positional", "cast_like", "convert", "float64_scope",
-    "is_float", "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs", "sees_closures", "spec",
-    "static_shape", "tensor_value", "vjp_flat", "watching_reads", "zeros", "zeros_like",
+    "is_float", "is_tensor", "one_device_sum_of_squares", "ones_like", "recomputation_inputs",
+    "sees_closures", "spec", "static_shape", "tensor_value", "vjp_flat", "watching_reads", "zeros",
+    "zeros_like",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 import sys
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,6 +20,9 @@ from ..._spec import TensorSpec
 from .hidden_inputs import hidden_tensors, next_node_number
 from .functions import link_apply
 from .link import guard, link
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # the package, whose names are the backend helpers the core's checks use
 _BACKEND = sys.modules[__package__]
@@ -31,7 +35,7 @@ _functorch_active = torch._C._are_functorch_transforms_active
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
 
-def call_positional(f, args):
+def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     """The path most eager calls take, in one pass: f(*args) on floating-point tensors that
     require grad (no keyword arguments: the caller checked), autograd on, no transform, f
     returning (a floating-point tensor or a flat tuple or list of them, grad_fn) and reading no
@@ -82,7 +86,7 @@ def _plain_call(f, args) -> bool:
     return True
 
 
-def _float_outputs(result) -> list | None:
+def _float_outputs(result) -> list[Any] | None:
     """The output leaves of what f returned, where it is (a floating-point tensor or a flat
     tuple or list of them, a callable grad_fn); else None."""
     if not (type(result) is tuple and len(result) == 2 and callable(result[1])):

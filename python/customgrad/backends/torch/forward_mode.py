@@ -14,6 +14,7 @@ the JVP rule inside the transforms f ran under (torch.func.hessian: jacfwd over 
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import torch
 
@@ -28,7 +29,7 @@ from ..._closure import tensors_reachable
 from ..._convention import inspect_grad_fn
 
 
-def has_tangents(tensors) -> bool:
+def has_tangents(tensors: Any) -> bool:
     """Whether a tensor is a dual tensor with a tangent (torch.autograd.forward_ad, outside
     torch.func transforms). Such a tensor says requires_grad=False; the call is linked by
     `DualLink`, whose jvp derives the JVP from grad_fn."""
@@ -40,7 +41,7 @@ def has_tangents(tensors) -> bool:
                 for t in tensors])
 
 
-def tangent_test():
+def tangent_test() -> Any:
     """A predicate telling whether a tensor carries a forward-mode tangent now (dual tensors of
     torch.autograd.forward_ad, or of a torch.func.jvp level: jvp, jacfwd, hessian), or None
     where none can (no dual level open, which torch.func.jvp opens too: one attribute read)."""
@@ -60,7 +61,7 @@ def _has_dual_tangent(t) -> bool:
     return isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None
 
 
-def _tangent_at(t, level: int, levels: list) -> bool:
+def _tangent_at(t, level: int, levels: list[Any]) -> bool:
     """Whether `t` has a tangent at the torch.func jvp level `level` (-1: forward_ad's own, below
     every transform): its wrapper of that level (peeled from the wrappers of the transforms
     above), read with those transforms set aside, as torch.func.jvp reads its outputs
@@ -88,7 +89,7 @@ def _tangent_at(t, level: int, levels: list) -> bool:
             push_dynamic_layer_stack(layer)
 
 
-def hidden_tangents(f, grad_fn, carries, received, known) -> list:
+def hidden_tangents(f: Any, grad_fn: Any, carries: Any, received: Any, known: Any) -> list[Any]:
     """The tensors carrying tangents (`carries`: `tangent_test()`) that f reaches through the
     objects it closes over (an attribute, an element of a list or dict, a module's parameter,
     as torch.func.functional_call swaps it in) without receiving them: not `received` (its
@@ -133,32 +134,32 @@ class DualLink(torch.autograd.Function):
     was."""
 
     @staticmethod
-    def forward(ctx, link, outputs, *inputs):
+    def forward(ctx: Any, link: Any, outputs: Any, *inputs: Any) -> Any:
         ctx.link = link
         ctx.meta = ([meta(o) for o in outputs], [meta(t) for t in inputs])
         return tuple(outputs)
 
     @staticmethod
-    def backward(ctx, *cotangents):
+    def backward(ctx: Any, *cotangents: Any) -> Any:
         return (None, None) + tuple(ctx.link(list(cotangents)))
 
     @staticmethod
-    def jvp(ctx, _link, _outputs, *tangents):
+    def jvp(ctx: Any, _link: Any, _outputs: Any, *tangents: Any) -> Any:
         return derived_jvp(ctx.link, *ctx.meta, tangents)
 
 
-def meta(t) -> tuple:
+def meta(t: Any) -> tuple[Any, ...]:
     """What the derived JVP needs of a tensor (holding the tensor would keep it alive)."""
     return t.shape, t.dtype, t.device
 
 
 # id(link) -> the torch.func transforms active while f ran, while its link is being applied
 # (`transforms_kept`); read by the jvp rule (`lifted_jvp`)
-_transforms_of: dict = {}
+_transforms_of: dict[Any, Any] = {}
 
 
 @contextlib.contextmanager
-def transforms_kept(link):
+def transforms_kept(link: Any):
     """Keeps, while the link is applied, the torch.func transforms f ran under, where a jvp
     transform has others inside it (torch.func.hessian: jacfwd over jacrev). torch runs the jvp
     rule of an autograd.Function outside the transforms nested in the jvp, but grad_fn holds
@@ -182,7 +183,7 @@ def transforms_kept(link):
         del _transforms_of[id(link)]
 
 
-def lifted_jvp(link, out_meta, in_meta, tangents):
+def lifted_jvp(link: Any, out_meta: Any, in_meta: Any, tangents: Any) -> Any:
     """`derived_jvp` inside the transforms f ran under (`transforms_kept`) that the jvp rule
     runs outside of, its result unwrapped back to the jvp rule's level."""
     kept = _transforms_of.get(id(link))
@@ -210,7 +211,7 @@ def lifted_jvp(link, out_meta, in_meta, tangents):
     return out
 
 
-def derived_jvp(link, out_meta, in_meta, tangents):
+def derived_jvp(link: Any, out_meta: Any, in_meta: Any, tangents: Any) -> Any:
     """J v for the input tangents `tangents` (None: zero): the VJP of the backward (`link`, a
     `_call.Link`: grad_fn, linear in the cotangents) applied to them, through torch.func.vjp,
     which nests in every transform and keeps the result differentiable (reverse over forward)."""

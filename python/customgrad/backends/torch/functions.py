@@ -4,6 +4,8 @@ transforms (`forward_mode.DualLink` for dual tensors)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 
 from torch._C._functorch import TransformType
@@ -11,6 +13,9 @@ from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
 from ... import _messages as msg
 from .forward_mode import lifted_jvp, meta, transforms_kept
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
 
@@ -23,12 +28,12 @@ class LinkFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, link, outputs, *inputs):
+    def forward(ctx: Any, link: Any, outputs: Any, *inputs: Any) -> Any:
         ctx.link = link
         return tuple(outputs)
 
     @staticmethod
-    def backward(ctx, *cotangents):
+    def backward(ctx: Any, *cotangents: Any) -> Any:
         link = ctx.link
         if link is None:
             raise msg.torch_second_backward()
@@ -40,7 +45,7 @@ class LinkFunction(torch.autograd.Function):
         return (None, None) + tuple(link(list(cotangents)))
 
 
-def functorch_link(link, n_outputs, *tensors):
+def functorch_link(link: Any, n_outputs: Any, *tensors: Any) -> Any:
     """`FunctorchLinkFunction.apply`, keeping the transforms f ran under for its jvp rule
     (`forward_mode.transforms_kept`)."""
     with transforms_kept(link):
@@ -55,12 +60,12 @@ def _functorch_link_eagerly(*args):
 # torch 2.15 on, dynamo traces an autograd.Function under a jvp transform without its `jvp`, which
 # gives a zero tangent, and skips the linearity check that `jvp` makes; torch 2.11-2.13 broke the
 # graph there by themselves. Plain torch.compile of a call (no torch.func) is not affected.
-functorch_link_eagerly = torch.compiler.disable(_functorch_link_eagerly)
+functorch_link_eagerly: Callable[..., Any] = torch.compiler.disable(_functorch_link_eagerly)
 
 
 # autograd.Function.apply binds arguments for setup_context and unwraps functorch tensors before
 # it calls this; LinkFunction has no setup_context, and the fast path runs without functorch transforms
-link_apply = super(torch.autograd.Function, LinkFunction).apply
+link_apply: Callable[..., Any] = super(torch.autograd.Function, LinkFunction).apply
 
 
 class FunctorchLinkFunction(torch.autograd.Function):
@@ -74,22 +79,22 @@ class FunctorchLinkFunction(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(link, n_outputs, *tensors):
+    def forward(link: Any, n_outputs: Any, *tensors: Any) -> Any:
         return tuple(tensors[i].view_as(tensors[i]) for i in range(n_outputs))
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
         ctx.link, ctx.n_outputs = inputs[0], inputs[1]
         # for jvp: shapes only (holding the tensors would keep the inputs alive until backward)
         ctx.meta = [meta(t) for t in inputs[2:]]
 
     @staticmethod
-    def backward(ctx, *cotangents):
+    def backward(ctx: Any, *cotangents: Any) -> Any:
         grads = ctx.link(list(cotangents))
         return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
 
     @staticmethod
-    def jvp(ctx, _link, _n_outputs, *tangents):
+    def jvp(ctx: Any, _link: Any, _n_outputs: Any, *tangents: Any) -> Any:
         # (torch.func.jvp, jacfwd, hessian) the outputs' own tangents are f's derivative: unused
         if sum([i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()]) > 1:
             # torch runs an autograd.Function's jvp without differentiating it: forward over

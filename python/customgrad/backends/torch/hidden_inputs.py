@@ -9,6 +9,8 @@ passes its gradient on to where it came from), or refused by name (`hidden_leave
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import torch
 
@@ -19,7 +21,7 @@ next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next 
 _AccumulateGrad = torch._C._functions.AccumulateGrad
 
 
-def hidden_tensors(outputs, inputs, known, start, f=None) -> list:
+def hidden_tensors(outputs: Any, inputs: Any, known: Any, start: Any, f: Any = None) -> list[Any]:
     """The tensors that require grad that f's outputs were computed from without f receiving
     them: not `inputs`, not `known` (the keras.Variable values f read). Leaves, and tensors
     computed before f ran that f reached through an object (a module's weight that is a view of
@@ -85,7 +87,7 @@ def hidden_tensors(outputs, inputs, known, start, f=None) -> list:
     return hidden
 
 
-def may_read_hidden(f) -> bool:
+def may_read_hidden(f: Any) -> bool:
     """Whether f reaches (see `_closure.tensors_reachable`) a tensor that requires grad, other
     than a keras.Variable's value (recorded when read). For
     torch.compile, whose tracing has no autograd nodes to walk: such a call runs eagerly, where
@@ -100,7 +102,7 @@ def may_read_hidden(f) -> bool:
     return False
 
 
-def _computed_before(nodes, inputs, known, f) -> dict:
+def _computed_before(nodes, inputs, known, f) -> dict[Any, Any]:
     """{node: tensor} for the autograd nodes `nodes` (made before f ran), less those of the
     inputs and of the `known` values (a keras.Variable's value in a stateless scope, which
     `layer.stateless_call` computed before f ran):
@@ -138,7 +140,7 @@ def _module_tensors(name, obj):
             yield from ((name, v) for v in m.__dict__.values() if isinstance(v, torch.Tensor))
 
 
-def hidden_leaves_error(f, grad_fn, hidden) -> msg.CustomGradientError:
+def hidden_leaves_error(f: Any, grad_fn: Any, hidden: Any) -> msg.CustomGradientError:
     names = _parameter_names(f, grad_fn)
     described = ", ".join(
         f"the parameter {names[id(t)]!r} (shape {tuple(t.shape)})" if id(t) in names
@@ -147,7 +149,7 @@ def hidden_leaves_error(f, grad_fn, hidden) -> msg.CustomGradientError:
     return msg.torch_hidden_leaves(f, grad_fn, described)
 
 
-def _parameter_names(*fns) -> dict:
+def _parameter_names(*fns) -> dict[Any, Any]:
     """id(parameter) -> its name, as `module.weight`, for the torch modules that the functions
     close over or name as globals (directly, or as an attribute of an object such as a Keras
     layer: `self.dense.weight`); for messages."""

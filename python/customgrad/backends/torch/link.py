@@ -7,6 +7,7 @@ tensors grad_fn's closure holds was changed in place since the forward (`closure
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
@@ -21,7 +22,7 @@ def _requires_grad(t) -> bool:
     return isinstance(t, torch.Tensor) and t.requires_grad
 
 
-def call(arguments):
+def call(arguments: Any) -> Any:
     if torch.compiler.is_compiling() and _reaches_hidden(arguments.f):
         return _eager_call(arguments)  # a graph break: the walk below tells what f read
     dual = has_tangents(arguments.tensor_values)
@@ -38,7 +39,8 @@ _eager_call = torch.compiler.disable(call, reason=(
     "to f positionally to compile it whole."))
 
 
-def link(arguments, output, out_leaves, backward, start, hidden=None, dual=False):
+def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any,
+         hidden: Any = None, dual: bool = False) -> Any:
     """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
     `LinkFunction`, whose backward runs grad_fn (through `backward.link(...)`, a `_call.Link`); returns
     the output (f's `output`, when nothing needs grad).
@@ -103,7 +105,7 @@ def link(arguments, output, out_leaves, backward, start, hidden=None, dual=False
     return backward.rebuild(result)
 
 
-def guard(f, grad_fn, hidden=None, eager=False):
+def guard(f: Any, grad_fn: Any, hidden: Any = None, eager: Any = False) -> Any:
     """What the link checks before grad_fn runs (None: nothing): that grad_fn takes the hidden
     leaves f read (in `variables=`), and that the tensors its closure holds were not changed in
     place since the forward. `eager`: the caller knows torch.compile is not tracing."""
@@ -124,7 +126,7 @@ def _hidden_guard(f, grad_fn, hidden, versions):
     return check
 
 
-def closure_versions(grad_fn) -> list:
+def closure_versions(grad_fn: Any) -> list[Any]:
     """(name, tensor, version) for each tensor grad_fn's closure holds, for `check_versions`:
     grad_fn would compute with values changed in place, a wrong gradient and no error. Not for
     use while torch.compile traces (compiled graphs are functional, and dynamo cannot read a
@@ -143,7 +145,7 @@ def closure_versions(grad_fn) -> list:
     return versions
 
 
-def check_versions(versions, f):
+def check_versions(versions: Any, f: Any) -> None:
     """Raises if a tensor of `closure_versions` was changed in place since."""
     for name, tensor, version in versions:
         if tensor._version != version:

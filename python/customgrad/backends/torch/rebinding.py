@@ -12,6 +12,7 @@ link (`Rebound`) binds them again around grad_fn, as jax's link re-binds its sco
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,6 +20,9 @@ from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
 from ..._closure import objects_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _rebound(link, f, grad_fn, hidden):
@@ -34,10 +38,10 @@ def _rebound(link, f, grad_fn, hidden):
 
 # never traced: dynamo cannot read the objects f reaches (the link calls it only in eager mode,
 # but dynamo resumes tracing after a graph break inside the eager call)
-rebound = torch.compiler.disable(_rebound)
+rebound: Callable[..., Any] = torch.compiler.disable(_rebound)
 
 
-def _module_slots(hidden, *fns) -> list:
+def _module_slots(hidden, *fns) -> list[Any]:
     """(slots, name, tensor) for each parameter or buffer slot of the torch modules the
     functions reach that held a hidden tensor while f ran (functional_call swaps them there)."""
     ids = {id(t) for t in hidden}
@@ -64,11 +68,15 @@ class Rebound:
     Called, and read (`backward`), as the link itself."""
 
     __slots__ = ("link", "backward", "mapping", "slots")
+    link: Any  # a `_call.Link`
+    backward: Any
+    mapping: dict[Any, Any] | None
+    slots: list[Any]
 
-    def __init__(self, link, mapping, slots):
+    def __init__(self, link: Any, mapping: Any, slots: Any) -> None:
         self.link, self.backward, self.mapping, self.slots = link, link.backward, mapping, slots
 
-    def __call__(self, cotangents) -> list:
+    def __call__(self, cotangents: Any) -> list[Any]:
         with self._bound():
             return self.link(cotangents)
 

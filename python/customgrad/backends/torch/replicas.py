@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
-def one_device_sum_of_squares(local):
+def one_device_sum_of_squares(local: Any) -> Any:
     """All-reduced over the default process group, where one is running. DDP and FSDP average
     the ranks' gradients, so each rank's upstream is `world` times its rows of one device's: the
     one-device sum of squares is the ranks' sum divided by world².

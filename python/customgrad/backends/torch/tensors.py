@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import keras
 import torch
@@ -11,7 +12,7 @@ from ..._spec import TensorSpec
 from .forward_mode import tangent_test
 
 
-def tensor_value(leaf):
+def tensor_value(leaf: Any) -> Any:
     if isinstance(leaf, torch.Tensor):
         return leaf
     if isinstance(leaf, keras.Variable):
@@ -19,11 +20,11 @@ def tensor_value(leaf):
     return None
 
 
-def is_tensor(x) -> bool:
+def is_tensor(x: Any) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def is_float(x) -> bool:
+def is_float(x: Any) -> bool:
     return x.is_floating_point() or x.is_complex()
 
 
@@ -34,7 +35,7 @@ def sees_closures() -> bool:
     return not torch.compiler.is_compiling()
 
 
-def being_differentiated(x, closed_over=False) -> bool:
+def being_differentiated(x: Any, closed_over: bool = False) -> bool:
     """Whether autograd will differentiate tensor `x` (for a tensor f closes over: a computed
     one; a leaf tensor that requires grad, like an nn.Parameter, is a variable), or `x` carries
     a forward-mode tangent (whose JVP grad_fn, which has no gradient for it, could not give)."""
@@ -46,19 +47,19 @@ def being_differentiated(x, closed_over=False) -> bool:
     return carries is not None and carries(x)
 
 
-def spec(x):
+def spec(x: Any) -> Any:
     return TensorSpec(x.shape, x.dtype, x.device, x.is_floating_point() or x.is_complex())
 
 
-def zeros(spec):
+def zeros(spec: Any) -> Any:
     return torch.zeros(spec.shape, dtype=spec.dtype, device=spec.device)
 
 
-def zeros_like(x):
+def zeros_like(x: Any) -> Any:
     return torch.zeros_like(x)
 
 
-def convert(grad, like):
+def convert(grad: Any, like: Any) -> Any:
     if isinstance(grad, torch.Tensor):
         return grad
     if isinstance(grad, keras.Variable):
@@ -66,25 +67,25 @@ def convert(grad, like):
     return torch.as_tensor(grad, dtype=like.dtype, device=like.device)
 
 
-def static_shape(x) -> tuple:
+def static_shape(x: Any) -> tuple[int | None, ...]:
     return x.shape  # a torch.Size, which is a tuple
 
 
-def cast_like(grad, like):
+def cast_like(grad: Any, like: Any) -> Any:
     if grad.dtype != like.dtype:
         grad = grad.to(like.dtype)
     return grad
 
 
-def ones_like(x):
+def ones_like(x: Any) -> Any:
     return torch.ones_like(x)
 
 
-def float64_scope():
+def float64_scope() -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-def watching_reads():
+def watching_reads() -> contextlib.AbstractContextManager[Any] | None:
     """No watcher: torch has no variables of its own; the keras.Variables f reads are recorded
     by the core, and the tensors it reads without receiving them are found by `hidden_inputs`."""
     return None

@@ -3,12 +3,17 @@ and the inputs a recomputation starts from (`recomputation_inputs`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 
 from .tensors import is_float
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
-def recomputation_inputs(leaves):
+
+def recomputation_inputs(leaves: list[Any]) -> list[Any]:
     # the inputs still require grad from the forward: differentiated as they are, the
     # recomputation would keep a graph of the gradient, unless the backward itself is being
     # differentiated (create_graph=True)
@@ -17,7 +22,8 @@ def recomputation_inputs(leaves):
     return [leaf.detach() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
 
 
-def vjp_flat(fn, values, reusable=True):
+def vjp_flat(fn: Callable[..., Any], values: list[Any],
+             reusable: bool = True) -> tuple[Sequence[Any], Callable[[list[Any]], list[Any]]]:
     """Runs fn(*values) -> output leaves with autograd on; returns (outputs, back(cotangents)).
 
     Inputs that already require grad (inside an outer grad) are used as they are and the backward
