@@ -1,10 +1,16 @@
-#' Define a function with a custom gradient
+#' Define a function with a custom gradient (customgrad's, which masks keras3's)
 #'
 #' `f` computes the forward pass and returns `tuple(output, grad)` (keras3's and reticulate's
 #' `tuple()`) or `list(output, grad)`.
 #' Autodiff on the active backend (jax, TensorFlow or torch: [op_grad()], `tf$GradientTape()`,
 #' `torch` autograd, `fit()`) then uses `grad` instead of differentiating `f`. This is the R face of
 #' Python's `customgrad.custom_gradient`, so it behaves the same on every backend.
+#'
+#' keras3 has a function of the same name, so `?op_custom_gradient` can open keras3's page rather
+#' than this one: R's help takes the first loaded package that has the topic, and keras3 always
+#' loads before customgrad, whatever the order of `library()` calls. Open this page with
+#' `?customgrad::op_custom_gradient`. In code, `op_custom_gradient()` is customgrad's whichever
+#' package you attach first.
 #'
 #' The grad function receives the upstream gradients by customgrad's one rule, the same as in
 #' Python: it is stated once, in the Python site's convention page (`docs/convention.md`,
@@ -69,9 +75,11 @@
 #'   stopifnot(as.numeric(dy_dx) == 1)
 #' }
 #'
-#' # on every backend
+#' # on every backend: the gradient at 100 is 1, where plain autodiff gives NaN
+#' op_grad(log1pexp)(100)
+#' # the value itself overflows float32 at 100 (Inf): the gradient is what is stable
 #' log1pexp(100)
-#' op_grad(log1pexp)(100)  # 1, where plain autodiff gives NaN
+#' log1pexp(10)
 #' @export
 op_custom_gradient <- function(f, forward_mode = FALSE) {
   if (!is.function(f)) {

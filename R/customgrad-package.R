@@ -12,7 +12,9 @@
 #' customgrad depends on keras3, so `library(customgrad)` attaches keras3 first. The one name the
 #' two share is `op_custom_gradient()`: customgrad's masks keras3's, on purpose, whichever
 #' package the user loads first (`library(keras3); library(customgrad)` and the reverse order
-#' give the same functions).
+#' give the same functions). Its help page is another matter: `?op_custom_gradient` can open
+#' keras3's page (R's help takes the first loaded package that has the topic, and keras3 always
+#' loads first); `?customgrad::op_custom_gradient` opens customgrad's.
 #'
 #' @section Tensor methods customgrad adds:
 #' Only where nothing (keras3, the tensorflow R package) has registered one when customgrad loads:

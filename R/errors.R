@@ -27,13 +27,17 @@
 #'   \item{`customgrad_error_callback`}{An R function called from Python (the forward or grad
 #'     function of a custom gradient, a function given to [op_grad()]) raised an R error that is
 #'     not a customgrad error. Field: `r_error` (the original condition, also the parent).}
-#'   \item{`customgrad_error_python`}{Python (keras or the backend) raised an error. Field:
-#'     `python_message` (the message in Python's terms).}
+#'   \item{`customgrad_error_python`}{Python raised an error: keras or the backend (the message
+#'     then says the function "failed in Python"), or customgrad's Python core refused an
+#'     argument or a result (its message, in R terms). Field: `python_message` (the message in
+#'     Python's terms).}
 #'   \item{`customgrad_error_install`}{[install_customgrad()] could not create the environment
 #'     or install into it, or this installation ships no Python package to install.}
 #'   \item{`customgrad_error_python_missing`}{No Python could start (none was found, or
-#'     `RETICULATE_PYTHON` names one that does not run), or the session's Python cannot import
-#'     keras or customgrad's Python package; the message says which and points to
+#'     `RETICULATE_PYTHON` names one that does not run), the session's Python lacks the backend
+#'     Keras is set to use (the message names the backends it has and the
+#'     [keras3::use_backend()] line that chooses one), or it cannot import keras or
+#'     customgrad's Python package; the message says which and points to
 #'     [install_customgrad()]. The parent is reticulate's error.}
 #'   \item{`customgrad_error_vignette`}{A vignette knitted without Python (as on a CRAN check
 #'     machine) found no pre-computed outputs, or outputs made from another version of its
@@ -95,12 +99,18 @@ in_callback <- function(expr) {
 # call kept R memory alive per call under jax once a model had been trained.
 with_py_errors <- function(expr, call) {
   if (!is.null(.cg$callback_error)) .cg$callback_error <- NULL
+  # the frame of the function the user called: backtraces end there
+  bottom <- if (is.environment(call)) call else parent.frame()
   # A calling handler rather than tryCatch(): this wraps every op call, and it costs less.
   # py_error() always signals an error of its own, so the handler never returns.
-  withCallingHandlers(expr, error = function(e) py_error(e, call))
+  withCallingHandlers(expr, error = function(e) py_error(e, call, bottom))
 }
 
-py_error <- function(e, call) {
+# `bottom`: the frame where the backtrace of the error ends. Frames below it are customgrad's and
+# reticulate's plumbing (about ten of them, printed with every error outside an interactive
+# session), not the user's code; Python's side stays in `python_message` and
+# reticulate::py_last_error().
+py_error <- function(e, call, bottom = NULL) {
   fn <- call_fn_name(call)
   inner <- .cg$callback_error
   .cg$callback_error <- NULL
@@ -110,7 +120,7 @@ py_error <- function(e, call) {
     inner_msg <- conditionMessage(inner)
     cg_abort(
       c("An R function called by {.fn {fn}} raised an error.", x = "{inner_msg}"),
-      "callback", call = call, parent = NA, r_error = inner
+      "callback", call = call, parent = NA, r_error = inner, trace = user_trace(bottom)
     )
   }
   if (inherits(e, "customgrad_error_python_missing")) {
@@ -120,7 +130,6 @@ py_error <- function(e, call) {
   }
   if (inherits(e, "customgrad_error")) stop(e)
   raw <- python_message(e)
-  msg <- r_terms(raw)
   # the Python core's contract errors keep a specific class in R too; reticulate classes the
   # condition by the Python exception's type
   specific <- if (inherits(e, "customgrad.GradFnArityError")) {
@@ -129,10 +138,41 @@ py_error <- function(e, call) {
     "custom_gradient"
   }
   cg_abort(
-    c("{.fn {fn}} failed in Python.", x = "{msg}"),
-    c(specific, "python"), call = call, python_message = raw, parent = NULL
+    py_error_lines(raw, fn, specific), c(specific, "python"), call = call,
+    python_message = raw, parent = NULL, trace = user_trace(bottom)
   )
 }
+
+# The backtrace down to `bottom` (the function the user called), or NULL for rlang's own.
+user_trace <- function(bottom) if (is.null(bottom)) NULL else rlang::trace_back(bottom = bottom)
+
+# The message of a Python error, in R terms. Its first line says what went wrong: the grad
+# function did not fit the upstream gradients or returned gradients that do not fit, a function
+# given to op_custom_gradient() broke its contract, or customgrad's own check refused an argument
+# (its message is then the line); "failed in Python" only for errors of Keras or the backend.
+py_error_lines <- function(raw, fn, specific = NULL) {
+  msg <- r_terms(raw)
+  own <- grepl("^([A-Za-z_.]*(Error|Exception): )?customgrad[.:]", raw)
+  if (!own) return(c(sprintf("{.fn %s} failed in Python.", fn), x = cli_escape(msg)))
+  # customgrad's check of an argument: its message, which opens with the R function's name
+  if (is.null(specific)) return(cli_escape(msg))
+  detail <- capitalize(sub("^op_custom_gradient\\(\\): ", "", msg))
+  user_fn <- regmatches(detail, regexec("grad function of `([^`]+)\\(\\)`", detail))[[1]][2]
+  if (is.na(user_fn)) user_fn <- "f"
+  headline <- if ("grad_fn_arity" %in% specific) {
+    "The grad function of {.fn %s} cannot take the upstream gradients it is given."
+  } else if (grepl("grad function of `[^`]+\\(\\)` (must return|returned|was given)", detail)) {
+    "The grad function of {.fn %s} returned gradients that do not fit the arguments of {.fn %s}."
+  } else {
+    "A function given to {.fn op_custom_gradient} broke its contract."
+  }
+  c(gsub("%s", user_fn, headline, fixed = TRUE), x = cli_escape(detail))
+}
+
+# Text shown as it is in a cli message (Python's messages can hold braces).
+cli_escape <- function(text) gsub("}", "}}", gsub("{", "{{", text, fixed = TRUE), fixed = TRUE)
+
+capitalize <- function(text) paste0(toupper(substring(text, 1, 1)), substring(text, 2))
 
 # The name of the function `call` (a frame or a call) stands for: the function the user called.
 call_fn_name <- function(call) {
@@ -161,13 +201,27 @@ r_terms <- function(msg) {
     paste0("layer_", snake_case(sub("customgrad.layers.", "", m, fixed = TRUE)), "()")
   })
   # the R grad function, which the bridge names "<f>.grad"
-  msg <- gsub("grad_fn `([A-Za-z0-9._]+)\\.grad` of `\\1`", "the grad function of `\\1()`", msg)
+  msg <- gsub("(\\bthe )?grad_fn `([A-Za-z0-9._]+)\\.grad` of `\\2`", "the grad function of `\\2()`",
+              msg)
+  msg <- gsub("a callable grad_fn", "a function (the grad function)", msg, fixed = TRUE)
   msg <- gsub("(^|\\. )grad_fn\\b", "\\1The grad function", msg)
   msg <- gsub("\\bgrad_fn\\b", "the grad function", msg)
+  # how an R function takes its arguments: `...` for *args, `upstream =` for the keyword
+  msg <- gsub("*args", "`...`", msg, fixed = TRUE)
+  msg <- gsub("the keyword `upstream`", "`upstream =`", msg, fixed = TRUE)
+  msg <- gsub("positional parameter", "argument", msg, fixed = TRUE)
+  msg <- gsub("keyword argument", "named argument", msg, fixed = TRUE)
+  msg <- gsub("`?\\b(upstream|variables)=None\\b`?", "`\\1 = NULL`", msg)
+  msg <- gsub("`?\\b(upstream|variables)=`?", "`\\1 =`", msg)
+  msg <- gsub("flat sequence", "flat list", msg, fixed = TRUE)
+  msg <- gsub("keras\\.ops\\.([a-z0-9_]+)", "op_\\1()", msg)
+  msg <- gsub("keras.ops", "keras3's op_*() functions", msg, fixed = TRUE)
   msg <- gsub_fn(msg, "\\bargs(\\[[^]]*\\])+( \\(output element [0-9]+\\))?", r_path)
   msg <- gsub("\\btuples\\b", "lists", msg)
   msg <- gsub("\\btuple\\b", "list", msg)
   msg <- gsub("\\bNone\\b", "NULL", msg)
+  msg <- gsub("pair (output, the grad function)", "`tuple(output, grad)`", msg, fixed = TRUE)
+  msg <- gsub("pair (grad_xs, grad_vars)", "`list(grad_xs, grad_vars)`", msg, fixed = TRUE)
   # reticulate's name for an R function handed to Python: the user's `f`
   msg <- gsub("`?python_function`?", "`f`", msg)
   msg

@@ -9,8 +9,28 @@
 #' match). The versions of keras and the backend are the ones the package was tested with (its
 #' pinned requirements). Most users need none of this: keras3 and customgrad declare their
 #' Python packages with [reticulate::py_require()]. This is for a named environment of your
-#' own; use it in a new R session with `reticulate::use_virtualenv("r-customgrad")` (or
-#' `RETICULATE_PYTHON`) before Python starts.
+#' own.
+#'
+#' @details
+#' To use the environment, start a new R session and, before anything starts Python, select it
+#' and its backend:
+#'
+#' ```
+#' reticulate::use_virtualenv("r-customgrad")
+#' keras3::use_backend("jax")
+#' library(customgrad)
+#' ```
+#'
+#' (with your `envname` and `backend`; the success message prints these lines, and the result's
+#' `setup` holds them). The backend line is needed: keras3 sets `KERAS_BACKEND` to
+#' `"tensorflow"` when it loads unless it is set already, so an environment with only jax or
+#' torch fails with "No module named 'tensorflow'" until a session chooses its backend.
+#' [keras3::use_backend()] works only before Keras starts; setting `KERAS_BACKEND=jax` in
+#' `~/.Renviron` does the same for every session. Nothing is written outside the environment.
+#'
+#' The commands run without R's `LD_LIBRARY_PATH`: R sets it to its own library directories,
+#' which can make a Python built elsewhere (e.g. by pyenv) load another Python's libraries and
+#' lose SSL, so pip cannot download.
 #'
 #' @param backend The Keras backend to install: `"jax"`, `"tensorflow"` or `"torch"`.
 #' @param envname The name of the environment (created under [reticulate::virtualenv_root()]), or
@@ -24,10 +44,13 @@
 #'   `c("--no-index", "--find-links", dir)` for an offline install from downloaded wheels.
 #' @param dry_run If `TRUE`, only return the plan (the commands it would run).
 #' @return (Invisibly) a list: `envname`, `path` (the environment), `python` (its interpreter),
-#'   `packages` and `commands` (each a character vector: program and arguments).
+#'   `packages`, `commands` (each a character vector: program and arguments) and `setup` (the
+#'   lines that select the environment and its backend in a new R session).
 #' @examples
 #' plan <- install_customgrad("torch", dry_run = TRUE)
 #' plan$packages
+#' # what to run in a new R session once it is installed
+#' writeLines(plan$setup)
 #' @export
 install_customgrad <- function(backend = c("jax", "tensorflow", "torch"),
                                envname = "r-customgrad", python = NULL,
@@ -59,12 +82,15 @@ install_customgrad <- function(backend = c("jax", "tensorflow", "torch"),
     c(env_python, "-m", "pip", "install", "--disable-pip-version-check",
       backend_pip_options(backend), pip_options, packages)
   )
+  setup <- c(sprintf("reticulate::use_virtualenv(%s)", deparse(envname)),
+             sprintf("keras3::use_backend(%s)", deparse(backend)),
+             "library(customgrad)")
   plan <- list(envname = envname, path = path, python = env_python, packages = packages,
-               commands = commands)
+               commands = commands, setup = setup)
   if (dry_run) return(plan)
   for (cmd in commands) {
     cli::cli_inform("Running {.code {paste(cmd, collapse = ' ')}}")
-    status <- system2(cmd[[1]], cmd[-1])
+    status <- run_command(cmd)
     if (!identical(status, 0L)) {
       cg_abort(c("Installing customgrad's Python environment failed.",
                  x = "{.code {paste(cmd, collapse = ' ')}} exited with status {status}."),
@@ -72,8 +98,21 @@ install_customgrad <- function(backend = c("jax", "tensorflow", "torch"),
     }
   }
   cli::cli_inform(c(v = "Installed keras, {backend} and customgrad in {.path {path}}.",
-                    i = "In a new R session, call {.code reticulate::use_virtualenv({.str {envname}})} before Python starts."))
+                    i = "To use it, start a new R session and run these lines before anything starts Python:",
+                    structure(cli_escape(setup), names = rep(" ", length(setup)))))
   invisible(plan)
+}
+
+# Runs `cmd` (program and arguments) with R's LD_LIBRARY_PATH removed: R points it at its own
+# library directories, and a Python built elsewhere (pyenv) can then load another libpython's
+# extension modules (`_ssl`: undefined symbol), so pip finds no SSL. `...` goes to system2().
+run_command <- function(cmd, ...) {
+  old <- Sys.getenv("LD_LIBRARY_PATH", unset = NA)
+  if (!is.na(old)) {
+    Sys.unsetenv("LD_LIBRARY_PATH")
+    on.exit(Sys.setenv(LD_LIBRARY_PATH = old), add = TRUE)
+  }
+  system2(cmd[[1]], shQuote(cmd[-1]), ...)
 }
 
 # The wheel and the pinned requirements shipped in inst/python/dist.

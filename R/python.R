@@ -68,29 +68,87 @@ python_opted_in <- function() {
 }
 
 # The error for a Python that cannot serve customgrad: none could start (reticulate found none,
-# or RETICULATE_PYTHON names one that does not run), or the one running cannot import `module`
+# or RETICULATE_PYTHON names one that does not run), the one running lacks the backend Keras is
+# set to use (keras then fails with "No module named 'tensorflow'"), or it cannot import `module`
 # (keras or customgrad's Python package). `parent` is reticulate's error. with_py_errors() reports
 # it in the name of the function the user called.
 python_missing_error <- function(parent = NULL, module = "customgrad", call = caller_env()) {
-  chosen <- Sys.getenv("RETICULATE_PYTHON")
-  problem <- if (!reticulate::py_available()) {
-    if (nzchar(chosen)) {
-      c(x = "No Python could start ({.envvar RETICULATE_PYTHON} is {.path {chosen}}).")
-    } else {
-      c(x = "No Python could start.")
-    }
+  started <- reticulate::py_available()
+  backend <- if (started) missing_backend(parent)
+  python <- if (started) reticulate::py_config()$python
+  lines <- if (!is.null(backend)) {
+    backend_missing_lines(backend, python, installed_backends())
   } else {
-    python <- reticulate::py_config()$python
-    c(x = "The Python in use ({.path {python}}) cannot import {.pkg {module}}.")
+    python_missing_lines(started, Sys.getenv("RETICULATE_PYTHON"), python, module, parent)
   }
-  cg_abort(
-    c("customgrad needs a Python that starts and imports keras and customgrad's Python package.",
-      problem,
-      i = "Run {.run customgrad::install_customgrad()} to create an environment with them; select it in a new R session before Python starts, with {.code reticulate::use_virtualenv(\"r-customgrad\")} or {.envvar RETICULATE_PYTHON}.",
-      i = "Or leave {.envvar RETICULATE_PYTHON} unset, so that {.fn reticulate::py_require} provides them (as keras3 does)."),
-    "python_missing", call = call, parent = parent
-  )
+  cg_abort(lines, "python_missing", call = call, parent = parent)
 }
+
+# The backend Keras could not import, from reticulate's error ("No module named 'tensorflow'"),
+# or NULL.
+missing_backend <- function(parent) {
+  if (is.null(parent)) return(NULL)
+  found <- regmatches(conditionMessage(parent),
+                      regexec("No module named '(jax|jaxlib|tensorflow|torch)[.']",
+                              conditionMessage(parent)))[[1]]
+  if (length(found) < 2L) return(NULL)
+  if (found[[2]] == "jaxlib") "jax" else found[[2]]
+}
+
+# The Keras backends the running Python has (found, not imported: importing one takes seconds).
+installed_backends <- function() {
+  util <- reticulate::import("importlib.util")
+  backends <- c("jax", "tensorflow", "torch")
+  backends[vapply(backends, function(b) !is.null(util$find_spec(b)), logical(1))]
+}
+
+# The message when Keras's backend (`backend`) is missing from `python`, which has `installed`.
+# The fix needs a new session: once keras has failed to import, use_backend() in the same session
+# does not always take (it did for a missing tensorflow, not for a missing jax).
+backend_missing_lines <- function(backend, python, installed) {
+  python <- inline_path(python)
+  lines <- sprintf("Keras is set to use the backend %s, which the Python in use does not have.",
+                   backend)
+  if (!length(installed)) {
+    return(c(lines,
+      x = paste(python, "has no Keras backend (jax, tensorflow or torch)."),
+      i = "Run {.run customgrad::install_customgrad()} to create an environment with keras, a backend and customgrad's Python package."))
+  }
+  use <- installed[[1]]
+  c(lines,
+    x = sprintf("%s has the backend %s.", python, paste(installed, collapse = " and ")),
+    i = sprintf("Restart R and run {.code keras3::use_backend(\"%s\")} before Python starts (e.g. right after {.code library(customgrad)}), or set {.envvar KERAS_BACKEND} to {.val %s} in {.path ~/.Renviron}.", use, use))
+}
+
+# The message when no Python could start (`started` FALSE) or `python` cannot import `module`.
+# RETICULATE_PYTHON (`chosen`) set: the user chose a Python of their own, so the other way is to
+# unset it; unset, reticulate's py_require() provides the packages, and `parent` says why it could
+# not.
+python_missing_lines <- function(started, chosen, python, module, parent = NULL) {
+  problem <- if (!started && nzchar(chosen)) {
+    c(x = paste0("No Python could start ({.envvar RETICULATE_PYTHON} is ", inline_path(chosen), ")."))
+  } else if (!started) {
+    why <- if (is.null(parent)) "." else paste0(": ", cli_escape(first_line(conditionMessage(parent))))
+    c(x = "No Python could start.",
+      x = paste0("{.envvar RETICULATE_PYTHON} is unset, and {.fn reticulate::py_require} could not provide a Python with them", why))
+  } else {
+    c(x = sprintf("The Python in use (%s) cannot import {.pkg %s}.", inline_path(python), module))
+  }
+  other <- if (nzchar(chosen)) {
+    c(i = "Or unset {.envvar RETICULATE_PYTHON}, so that {.fn reticulate::py_require} provides them (as keras3 does).")
+  } else if (started) {
+    c(i = "Or, in a new R session, select no Python (no {.envvar RETICULATE_PYTHON}, {.fn reticulate::use_virtualenv} or {.fn reticulate::use_python}), so that {.fn reticulate::py_require} provides them (as keras3 does).")
+  }
+  c("customgrad needs a Python that starts and imports keras and customgrad's Python package.",
+    problem,
+    i = "Run {.run customgrad::install_customgrad()} to create an environment with them; select it in a new R session before Python starts, with {.code reticulate::use_virtualenv(\"r-customgrad\")} or {.envvar RETICULATE_PYTHON}.",
+    other)
+}
+
+# A path as cli shows it ('/a/b'), ready to go into a cli message as it is.
+inline_path <- function(path) paste0("{.path ", cli_escape(path), "}")
+
+first_line <- function(text) sub("\n.*$", "", trimws(text))
 
 import_module <- function(name) {
   switch(name,

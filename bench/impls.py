@@ -268,7 +268,9 @@ def _native_raw_torch():
     return {"softplus": Softplus.apply, "swish": Swish.apply, "three": Three.apply}
 
 
-def _floor_torch():
+def floor_attach():
+    """The design floor's link: `attach(backward, outputs, *inputs)` returns the (detached)
+    outputs attached to the inputs by an autograd.Function whose backward is `backward`."""
     import torch
 
     class Attach(torch.autograd.Function):
@@ -282,7 +284,11 @@ def _floor_torch():
             return (None, None) + tuple(ctx.backward(cotangents))
 
     # Function.apply minus its argument binding, as customgrad calls it
-    attach = super(torch.autograd.Function, Attach).apply
+    return super(torch.autograd.Function, Attach).apply
+
+
+def _floor_torch():
+    attach = floor_attach()
 
     def softplus(x):
         y, e = softplus_fwd(x)

@@ -45,13 +45,15 @@ def worker(fn: str, steps: int) -> None:
         step(*xs)
 
 
-def instructions(directory: str, backend: str, fn: str, steps: int) -> int:
-    """The instructions cachegrind counts in one worker process of `steps` steps."""
+def instructions(directory: str, backend: str, fn: str, steps: int,
+                 script: str = __file__) -> int:
+    """The instructions cachegrind counts in one worker process of `steps` steps: `script
+    --worker fn --steps N` (this file's worker, or another benchmark's)."""
     env = {**os.environ, **PINNED_ENV, "KERAS_BACKEND": backend, "PYTHONHASHSEED": "0",
            "PYTHONPATH": os.pathsep.join([directory, str(HERE)])}
     with tempfile.TemporaryDirectory() as scratch:
         command = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
-                   f"--cachegrind-out-file={scratch}/out", sys.executable, __file__,
+                   f"--cachegrind-out-file={scratch}/out", sys.executable, script,
                    "--worker", fn, "--steps", str(steps)]
         done = subprocess.run(command, env=env, capture_output=True, text=True,
                               cwd=str(HERE.parent))
@@ -62,9 +64,10 @@ def instructions(directory: str, backend: str, fn: str, steps: int) -> int:
     return int(counted.group(1).replace(",", ""))
 
 
-def per_step(directory: str, backend: str, fn: str) -> float:
-    few, many = (instructions(directory, backend, fn, n) for n in (FEW, MANY))
-    return (many - few) / (MANY - FEW)
+def per_step(directory: str, backend: str, fn: str, script: str = __file__,
+             few: int = FEW, many: int = MANY) -> float:
+    counts = [instructions(directory, backend, fn, n, script) for n in (few, many)]
+    return (counts[1] - counts[0]) / (many - few)
 
 
 def main() -> None:

@@ -15,3 +15,6 @@ bash scripts/ship_python.sh  # the wheel install_customgrad()'s example reads
 # the R examples and articles run on one backend (every backend is the tests' job)
 R_LIBS="$PWD/.Rlib" RETICULATE_PYTHON="${RETICULATE_PYTHON:-$PWD/.venv/bin/python}" \
   KERAS_BACKEND="${KERAS_BACKEND:-jax}" Rscript scripts/build_r_site.R $strict
+echo "Built, to open from disk:"
+echo "  Python site: site/python/index.html"
+echo "  R site:      site/r/index.html"

@@ -10,9 +10,16 @@ set -euo pipefail
 out=$(realpath "${1:?usage: bash scripts/build_r_tarball.sh OUTDIR}")
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
-bash scripts/ship_python.sh
 # keras3 and reticulate (for building the vignettes): the project's R library, where setup made one
 if [ -d .Rlib ]; then export R_LIBS="$PWD/.Rlib${R_LIBS:+:$R_LIBS}"; fi
+
+Rscript -e 'ok <- requireNamespace("knitr", quietly = TRUE) && requireNamespace("rmarkdown", quietly = TRUE) &&
+  rmarkdown::pandoc_available("1.14"); quit(status = if (ok) 0 else 1)' >/dev/null 2>&1 || {
+  echo "build_r_tarball.sh: building the vignettes needs the R packages knitr and rmarkdown" \
+    "(install.packages(c(\"knitr\", \"rmarkdown\"))) and pandoc (https://pandoc.org/installing.html)" >&2
+  exit 1
+}
+bash scripts/ship_python.sh
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

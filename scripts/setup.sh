@@ -47,13 +47,11 @@ fi
 # --- reticulate (>= 1.41) and keras3, which Debian lacks, into the project's R library: from CRAN
 # where it is reachable, else from the local CRAN-style repository named by CUSTOMGRAD_CRAN_LOCAL
 # (default: ../shared/cran beside the checkout, where these machines keep one) ---
+# Only .Rlib counts: a keras3 in the user's own R library is not there for R_LIBS=.Rlib sessions.
 mkdir -p .Rlib
 export R_LIBS="$ROOT/.Rlib"
-have_r_stack() {
-  Rscript -e 'ok <- requireNamespace("keras3", quietly = TRUE) &&
-    utils::packageVersion("reticulate") >= "1.41"; quit(status = if (ok) 0 else 1)' >/dev/null 2>&1
-}
-if ! have_r_stack; then
+if ! r_stack=$(Rscript scripts/r_stack.R .Rlib 2>&1); then
+  echo "setup: R stack: $r_stack"
   cran="https://cloud.r-project.org"
   if curl -sf --max-time 10 -o /dev/null "$cran/src/contrib/PACKAGES"; then
     repo="$cran"
@@ -62,13 +60,16 @@ if ! have_r_stack; then
     [ -d "$local_repo/src/contrib" ] || { echo "setup: CRAN is not reachable and no local CRAN-style repository was found at $local_repo (set CUSTOMGRAD_CRAN_LOCAL)" >&2; exit 1; }
     repo="file://$(cd "$local_repo" && pwd)"
   fi
-  echo "setup: installing reticulate and keras3 from $repo"
-  Rscript -e "install.packages(c('reticulate', 'keras3'), lib = '.Rlib', repos = '$repo', type = 'source', Ncpus = 2, quiet = TRUE)" \
+  echo "setup: installing reticulate and keras3 into .Rlib from $repo"
+  # .libPaths(".Rlib") drops the user's library, so their dependencies missing from .Rlib and R's
+  # own libraries are installed into .Rlib too
+  Rscript -e ".libPaths('.Rlib'); install.packages(c('reticulate', 'keras3'), lib = '.Rlib', repos = '$repo', type = 'source', Ncpus = 2, quiet = TRUE)" \
     >/tmp/customgrad-r-deps.log 2>&1 || { cat /tmp/customgrad-r-deps.log >&2; exit 1; }
-  have_r_stack || { cat /tmp/customgrad-r-deps.log >&2; echo "setup: reticulate/keras3 did not install" >&2; exit 1; }
   echo "$repo" > .Rlib/.r-stack-repository
+  r_stack=$(Rscript scripts/r_stack.R .Rlib 2>&1) \
+    || { cat /tmp/customgrad-r-deps.log >&2; echo "setup: reticulate/keras3 did not install into .Rlib: $r_stack" >&2; exit 1; }
 fi
-echo "setup: R stack: $(Rscript -e 'cat(sprintf("reticulate %s, keras3 %s", packageVersion("reticulate"), packageVersion("keras3")))' 2>/dev/null) in .Rlib (from $(cat .Rlib/.r-stack-repository 2>/dev/null || echo 'an earlier set-up'))"
+echo "setup: R stack: $r_stack"
 
 # --- rpy2 (tests/integration/test_rpy2.py), built against the R above. A failed build is reported
 # and stops nothing: that suite then skips, saying why ---
@@ -84,16 +85,24 @@ sys.exit(m.version("rpy2") != sys.argv[1])' "${rpy2_pin#rpy2==}" 2>/dev/null; th
   fi
 fi
 
-# --- the R package, into a project-local library ---
+# --- the R package, into a project-local library, with its vignettes (built as for CRAN from
+# their recorded outputs, by scripts/install_r.sh) ---
 if [ -f DESCRIPTION ]; then
   rstamp=.Rlib/.customgrad-setup
   rwant=$(cat DESCRIPTION NAMESPACE R/*.R inst/python/*.py $(find python/customgrad -name '*.py' | sort) requirements.txt \
-    2>/dev/null | sha256sum | cut -d' ' -f1)
-  if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ] || ! ls inst/python/dist/*.whl >/dev/null 2>&1; then
-    # the Python package ships inside the R package (for install_customgrad())
-    bash scripts/ship_python.sh
-    R CMD INSTALL --no-test-load --library=.Rlib . >/tmp/customgrad-r-install.log 2>&1 \
-      || { cat /tmp/customgrad-r-install.log >&2; echo "setup: R CMD INSTALL failed" >&2; exit 1; }
+    vignettes/*.Rmd vignettes/precomputed/* 2>/dev/null | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ] || ! ls inst/python/dist/*.whl >/dev/null 2>&1 \
+      || [ ! -f .Rlib/customgrad/Meta/vignette.rds ]; then
+    if ! bash scripts/install_r.sh --no-test-load --library=.Rlib >/tmp/customgrad-r-install.log 2>&1; then
+      # a vignette edited but not yet re-recorded (scripts/precompute_vignettes.R, which needs
+      # the package installed) stops the build: install without the vignettes then
+      tail -n 20 /tmp/customgrad-r-install.log >&2
+      echo "setup: WARNING: the R package with its vignettes did not build (above; all of it in" \
+        "/tmp/customgrad-r-install.log); installing it into .Rlib without them" >&2
+      bash scripts/ship_python.sh
+      R CMD INSTALL --no-test-load --library=.Rlib . >/tmp/customgrad-r-install-plain.log 2>&1 \
+        || { cat /tmp/customgrad-r-install-plain.log >&2; echo "setup: R CMD INSTALL failed" >&2; exit 1; }
+    fi
     echo "$rwant" > "$rstamp"
   fi
 fi

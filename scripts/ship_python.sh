@@ -9,6 +9,11 @@ rm -rf "$out"
 mkdir -p "$out"
 # any Python with pip builds the (pure-Python) wheel: the project venv where there is one
 py=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+"$py" -m pip --version >/dev/null 2>&1 || {
+  echo "ship_python.sh: building the Python wheel the R package carries needs a Python with pip;" \
+    "$py has none (name another with PYTHON=/path/to/python)" >&2
+  exit 1
+}
 isolation=--no-build-isolation  # offline, with the setuptools the Python has
 # (setuptools 77 or newer: pyproject's license is an SPDX expression with license-files)
 "$py" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" \

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from . import _tree
+from . import _spec, _tree
 from ._convention import call_grad_fn
 from ._returns import checked_forward_result, checked_gradients, to_tensor
 from ._variables import recording
@@ -186,7 +186,7 @@ class Backward:
     checked gradient or None per tensor leaf of the arguments, one per variable);
     `backward.link(...)` is that call in an autodiff's terms; `backward.rebuild(leaves)` is the
     output's structure around `leaves`. `output_specs` None: the autodiff hands one upstream per
-    output leaf, each of its output's shape and dtype (`positional_link`).
+    output leaf, each of its output's shape and dtype (`PositionalLink`).
     """
 
     __slots__ = ("f", "grad_fn", "backend", "args", "arg_is_tensor", "tensor_index",
@@ -317,19 +317,67 @@ class Link:
         return grads
 
 
-def positional_link(f, grad_fn, backend, input_specs: list, n_outputs: int, container,
-                    guard=None) -> Link:
+class PositionalLink:
     """The `Link` of a call of f on positional tensors that all get gradients, which read
     nothing, and whose output is one floating-point tensor (`container` None) or a flat tuple or
     list of them (`container` that type), linked whole by an autodiff that hands one upstream
-    per output, of that output's shape and dtype (torch's fast path makes one on every eager
-    call: none of the output's specs is needed)."""
-    n = len(input_specs)
-    every, index = _EVERY[n] if n < len(_EVERY) else ((True,) * n, range(n))
-    output = None if container is None else container((None,) * n_outputs)
-    backward = Backward(f, grad_fn, backend, tuple(input_specs), every, index, input_specs,
-                        every, output, None, NO_READS, True)
-    return Link(backward, None, None, (), (), (), guard)
+    per output, of that output's shape and dtype. Torch's fast path makes one on every eager
+    call, so it holds only what its common backward uses: grad_fn's call with no structure to
+    rebuild, and gradients accepted as they are when they match the inputs' shapes and dtypes.
+    The `Backward` the general rules need (its messages, a gradient to convert or refuse) is
+    built only when grad_fn's result needs them.
+
+    `input_specs`: one (shape, dtype, device) per input, as the tensors carry them.
+    """
+
+    __slots__ = ("f", "grad_fn", "backend", "input_specs", "n_outputs", "container", "guard",
+                 "_backward")
+    # what a general `Link` of the same call holds (nothing read, everything linked)
+    outputs = inputs = None
+    variables = variable_values = wanted = ()
+
+    def __init__(self, f, grad_fn, backend, input_specs: list, n_outputs: int, container,
+                 guard: Callable[[], None] | None = None):
+        self.f, self.grad_fn, self.backend = f, grad_fn, backend
+        self.input_specs, self.n_outputs, self.container = input_specs, n_outputs, container
+        self.guard, self._backward = guard, None
+
+    @property
+    def backward(self) -> Backward:
+        """The call's `Backward`, for the general rules (built once, when first needed)."""
+        if self._backward is None:
+            n = len(self.input_specs)
+            every, index = _EVERY[n] if n < len(_EVERY) else ((True,) * n, range(n))
+            specs = [_spec.TensorSpec(shape, dtype, device, True)
+                     for shape, dtype, device in self.input_specs]
+            output = None if self.container is None else self.container((None,) * self.n_outputs)
+            self._backward = Backward(self.f, self.grad_fn, self.backend, tuple(specs), every,
+                                      index, specs, every, output, None, NO_READS, True)
+        return self._backward
+
+    def wanting(self, wanted) -> Link:
+        return self.backward.link(guard=self.guard).wanting(wanted)
+
+    def __call__(self, cotangents) -> list:
+        """One gradient per input, from one upstream per output (None: zero)."""
+        if self.guard is not None:
+            self.guard()
+        container = self.container
+        upstream = cotangents[0] if container is None else container(cotangents)
+        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, ())
+        # the common case: one tensor of its input's shape and dtype per input, as it is
+        specs, is_tensor = self.input_specs, self.backend.is_tensor
+        if len(specs) == 1 and is_tensor(result):
+            shape, dtype, _ = specs[0]
+            if result.shape == shape and result.dtype == dtype:
+                return [result]
+        elif type(result) in (tuple, list) and len(result) == len(specs):
+            for g, (shape, dtype, _) in zip(result, specs):
+                if not (is_tensor(g) and g.shape == shape and g.dtype == dtype):
+                    break
+            else:
+                return list(result)
+        return checked_gradients(self.backward, result)[0]
 
 
 _EVERY = [((True,) * n, range(n)) for n in range(8)]  # shared by positional links: never changed

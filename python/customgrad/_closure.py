@@ -13,6 +13,8 @@ otherwise drop.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 
 def objects_of(*fns) -> list:
     """(name, object) for what the functions close over, the globals they name, and the object
@@ -49,6 +51,7 @@ def tensors_reachable(fns, is_tensor, more=None) -> list:
     ['weights[0]']
     """
     found = []
+    named = None  # the names in the functions' code: globals and attributes (`mod.weights`)
     for name, obj in objects_of(*fns):
         if is_tensor(obj):
             found.append((name, obj))
@@ -58,6 +61,13 @@ def tensors_reachable(fns, is_tensor, more=None) -> list:
             found.extend((f"{name}[{key!r}]", value) for key, value in pairs if is_tensor(value))
         else:
             attributes = getattr(obj, "__dict__", None) or {}
+            if isinstance(obj, ModuleType):
+                # of a module, the attributes the code names (`mod.weights`): a module such as
+                # keras.ops has hundreds, and this runs on every call
+                if named is None:
+                    named = {n for fn in fns for n in getattr(getattr(fn, "__code__", None),
+                                                              "co_names", ())}
+                attributes = {key: attributes[key] for key in named if key in attributes}
             found.extend((f"{name}.{key}", value) for key, value in attributes.items()
                          if is_tensor(value))
         if more is not None:

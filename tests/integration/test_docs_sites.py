@@ -126,6 +126,7 @@ def built():
                           capture_output=True, text=True, timeout=600)
     print(f"scripts/build_docs.sh --strict: {time.perf_counter() - start:.0f} s")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
+    return proc
 
 
 def page(name: str) -> str:
@@ -179,6 +180,12 @@ def test_python_site_has_an_install_page_and_a_first_example(built):
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     named = set(re.findall(r'pip install "\.\[([\w-]+)\]"', install))
     assert {"jax", "torch", "tensorflow", "tensorflow-cpu", "all"} <= named <= set(extras), named
+    # R users are sent to the R site's install article itself
+    assert 'href="../r/articles/install.html"' in page("install.html")
+    assert "see the R site" not in install
+    # the home page names every backend's extra
+    for extra in ["jax", "torch", "tensorflow", "tensorflow-cpu", "all"]:
+        assert f".[{extra}]" in html.unescape(home), f"the home page does not name .[{extra}]"
 
 
 def test_python_site_works_from_disk(built):
@@ -318,3 +325,67 @@ def test_code_wider_than_its_box_scrolls_rather_than_being_cut(built, name):
     assert found, f"{name}: the check did not run"
     result = json.loads(html.unescape(found.group(1)))
     assert not result["cut"], f"{name}: code cut off at 800 px: {result['cut']}"
+
+
+def test_build_ends_by_naming_the_sites(built):
+    lines = built.stdout.strip().splitlines()
+    assert lines[-2:] == ["  Python site: site/python/index.html", "  R site:      site/r/index.html"], \
+        lines[-5:]
+    assert not re.search(r"^\[1\]", built.stdout, flags=re.M), "an R value printed by the build"
+
+
+def _text(path: Path) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text()))
+
+
+def test_r_site_has_an_install_article_with_both_routes(built):
+    r = SITE / "r"
+    home = (r / "index.html").read_text()
+    assert '<a class="nav-link" href="articles/install.html">Install</a>' in home
+    assert 'href="install.html"' in (r / "articles" / "index.html").read_text()
+    install = _text(r / "articles" / "install.html")
+    for step in ['install.packages(c("keras3"', 'use_backend("jax")',
+                 'customgrad::install_customgrad("jax")',
+                 'reticulate::use_virtualenv("r-customgrad")\nkeras3::use_backend("jax")',
+                 "git clone", "bash scripts/install_r.sh", "?customgrad::op_custom_gradient"]:
+        assert step in install, f"the install article does not say {step}"
+    # the clone route is the one the README gives (tests/integration/test_readme_commands.py)
+    (line,) = [line for line in install.splitlines() if line.startswith("bash scripts/install_r.sh")]
+    assert line in (ROOT / "README.md").read_text()
+
+
+def test_r_site_home_has_a_first_example_and_links(built):
+    home = (SITE / "r" / "index.html").read_text()
+    text = _text(SITE / "r" / "index.html")
+    assert "as.numeric(op_grad(log1pexp)(100))   # [1] 1" in text
+    assert "?customgrad::op_custom_gradient" in text
+    assert 'href="../python/convention.html#how-upstream-gradients-arrive-the-one-rule"' in home
+    help_page = (SITE / "r" / "reference" / "op_custom_gradient.html").read_text()
+    assert '<a href="../../python/convention.html"><code>docs/convention.md</code></a>' in help_page
+    assert "`%||%` <-" not in (ROOT / "vignettes" / "getting-started.Rmd").read_text(), \
+        "the getting-started article defines its own %||% (customgrad re-exports rlang's)"
+
+
+def test_r_site_search_leaves_out_the_python_pages(built):
+    entries = json.loads((SITE / "r" / "search.json").read_text())
+    paths = {str(e["path"]) for e in entries}
+    assert "/articles/install.html" in paths and "/reference/op_custom_gradient.html" in paths
+    assert not paths & {"/CHANGELOG.html", "/ARCHITECTURE.html"}, sorted(paths)
+    index = (SITE / "r" / "offline" / "search-index.js").read_text()
+    assert "/CHANGELOG.html" not in index and "/ARCHITECTURE.html" not in index
+
+
+def test_the_r_home_example_runs():
+    """The R site's first example (pkgdown/index.md), as written, on jax: it prints what its
+    comment says."""
+    if shutil.which("Rscript") is None:
+        pytest.skip("Rscript is not installed here (scripts/setup.sh installs R)")
+    (block,) = re.findall(r"^```r\n(.*?)^```", (ROOT / "pkgdown" / "index.md").read_text(),
+                          flags=re.S | re.M)
+    assert 'use_backend("jax")' in block and "# [1] 1" in block
+    env = dict(os.environ, R_LIBS=str(ROOT / ".Rlib"), KERAS_BACKEND="jax",
+               RETICULATE_PYTHON=str(Path(os.path.realpath(ROOT / ".venv")) / "bin" / "python"))
+    proc = subprocess.run(["Rscript", "-e", block], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"(?m)^\[1\] 1$", proc.stdout), proc.stdout[-2000:]

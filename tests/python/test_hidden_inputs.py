@@ -213,6 +213,46 @@ def test_tensorflow_watched_tensor_read_through_an_object_is_named(tapes, mode):
 
 
 @pytest.mark.backends("tensorflow")
+def test_tensorflow_watched_tensor_read_through_a_module_attribute_is_named():
+    """A module f names is searched for the attributes f's code names (`state.effective`),
+    not all of its attributes (keras.ops has hundreds, and the search runs on every call)."""
+    import types
+
+    import tensorflow as tf
+
+    state = types.ModuleType("state")
+    v = tf.Variable([2.0, 3.0])
+    x = t([1.0, 1.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        state.effective = v * 2.0
+
+        @customgrad.custom_gradient
+        def f(x):
+            return keras.ops.exp(x) * state.effective, lambda dy: dy * 10.0
+
+        with pytest.raises(CustomGradientError, match=re.escape(
+                "uses the tensor `state.effective`, read through an object, which is being "
+                "differentiated")):
+            f(x)
+
+
+def test_of_a_module_only_the_attributes_the_code_names_are_searched():
+    import types
+
+    from customgrad._closure import tensors_reachable
+
+    module = types.ModuleType("module")
+    module.read, module.unread = np.ones(2), np.zeros(2)
+
+    def f(x):
+        return x * module.read
+
+    found = tensors_reachable([f], lambda x: isinstance(x, np.ndarray))
+    assert [name for name, _ in found] == ["module.read"]
+
+
+@pytest.mark.backends("tensorflow")
 def test_tensorflow_unwatched_or_unused_attributes_are_no_error():
     """Attributes f reaches but does not use, or that no tape watches, are no hidden input."""
     import types

@@ -116,11 +116,32 @@ def test_a_guard_runs_before_grad_fn_and_may_refuse():
 
 def test_the_positional_link_takes_the_autodiffs_upstreams_as_they_come():
     x = t([1.0, 2.0])
-    spec = _core.backend_module().spec(x)
-    link = _call.positional_link(lambda x: x, lambda du, dv: (du + dv,),
-                                 _core.backend_module(), [spec], 2, tuple)
+    spec = (x.shape, x.dtype, None)
+    link = _call.PositionalLink(lambda x: x, lambda du, dv: (du + dv,),
+                                _core.backend_module(), [spec], 2, tuple)
     (gx,) = link([t([1.0, 1.0]), t([2.0, 2.0])])
     assert np.allclose(npy(gx), [3.0, 3.0])
     with pytest.raises(customgrad.GradFnArityError):
-        _call.positional_link(lambda x: x, lambda du, dv, dw: du, _core.backend_module(), [spec],
-                              2, tuple)([t([1.0, 1.0]), t([2.0, 2.0])])
+        _call.PositionalLink(lambda x: x, lambda du, dv, dw: du, _core.backend_module(), [spec],
+                             2, tuple)([t([1.0, 1.0]), t([2.0, 2.0])])
+
+
+def test_the_positional_link_leaves_what_it_does_not_accept_as_it_is_to_the_general_rules():
+    """Gradients of another shape or dtype than their input's go through `checked_gradients`
+    (its Backward built then): a float64 numpy array is converted, a wrong shape is refused."""
+    x = t([1.0, 2.0])
+    spec = (x.shape, x.dtype, None)
+    backend = _core.backend_module()
+    link = _call.PositionalLink(lambda x: x, lambda dy: np.array([2.0, 2.0]), backend, [spec],
+                                1, None)
+    (gx,) = link([t([1.0, 1.0])])
+    assert np.allclose(npy(gx), [2.0, 2.0]) and gx.dtype == x.dtype
+    assert tuple(link.backward.input_specs[0].shape) == tuple(x.shape)
+    with pytest.raises(customgrad.CustomGradientError, match="shape"):
+        _call.PositionalLink(lambda x: x, lambda dy: t([1.0, 2.0, 3.0]), backend, [spec], 1,
+                             None)([t([1.0, 1.0])])
+    calls = []
+    guarded = _call.PositionalLink(lambda x: x, lambda dy: dy, backend, [spec], 1, None,
+                                   lambda: calls.append("guard"))
+    guarded([t([1.0, 1.0])])
+    assert calls == ["guard"]

@@ -3,7 +3,10 @@ autodiff: each page's ```python blocks in order, after the README's log1pexp blo
 the pages continue). A block that only lists signatures says so in an HTML comment right above
 it (`<!-- not run: ... -->`)."""
 
+import contextlib
+import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,3 +33,18 @@ def test_site_page_examples_run(page):
     exec(compile(readme_example(), "README.md", "exec"), namespace)
     for code in runnable_blocks(ROOT / "docs" / page):
         exec(compile(code, f"docs/{page}", "exec"), namespace)
+
+
+def test_the_walkthrough_plot_says_what_to_install_without_matplotlib(monkeypatch, tmp_path):
+    """The getting-started walkthrough runs in a venv with one backend's extra, which has no
+    matplotlib: its plot block prints how to get the plot, and writes nothing."""
+    walkthrough = (ROOT / "vignettes" / "getting-started.md").read_text()
+    (block,) = [code for code in re.findall(r"^```python\n(.*?)^```", walkthrough, flags=re.S | re.M)
+                if "matplotlib" in code]
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block, "vignettes/getting-started.md", "exec"), {})
+    assert printed.getvalue() == "no plot: matplotlib is not installed (pip install matplotlib)\n"
+    assert not list(tmp_path.iterdir())

@@ -66,12 +66,13 @@ test_that("Python's errors reach R in R terms: op_ names, lists, 1-based leaves"
   # The Python core's own words (e.g. how it names the backend's array type) are not pinned
   # here: they belong to the Python package. What R adds is checked: R names, lists, 1-based.
   err <- expect_error(op_grad(function(x) x * 2)(c(1, 2)), class = "customgrad_error_python")
-  expect_match(conditionMessage(err), "`op_grad()` failed in Python", fixed = TRUE)
-  expect_match(conditionMessage(err), "op_grad(): `f` must return", fixed = TRUE)
+  # customgrad's own check, not a failure of Keras or the backend: its message is the first line
+  expect_match(conditionMessage(err), "^op_grad\\(\\): `f` must return")
+  expect_no_match(conditionMessage(err), "failed in Python", fixed = TRUE)
   expect_match(err$python_message, "customgrad.grad", fixed = TRUE)
   err <- expect_error(op_grad(function(x) op_sum(extra(x)))(1),
                       class = "customgrad_error_custom_gradient")
-  expect_match(conditionMessage(err), "the grad function of `f()`", fixed = TRUE)
+  expect_match(conditionMessage(err), "The grad function of `f()`", fixed = TRUE)
   expect_no_match(conditionMessage(err), "grad_fn|f\\.grad")
   expect_snapshot(error = TRUE, transform = mask_numbers, {
     op_check_gradients(wrong, c(0.5, 1.5), c(2, 3))
@@ -93,4 +94,61 @@ test_that("an R error inside a grad function keeps its message and the original 
   expect_snapshot(error = TRUE, op_grad(failing)(1))
   err <- expect_error(op_grad(failing)(1), class = "customgrad_error_callback")
   expect_identical(conditionMessage(err$r_error), "boom in grad")
+})
+
+test_that("a grad function that does not fit: the first line says so, in R's words", {
+  skip_without_python()
+  two_for_one <- op_custom_gradient(function(x) tuple(x * 2, function(dy1, dy2) dy1))
+  extra <- op_custom_gradient(function(x) tuple(x, function(dy) list(dy, dy)))
+  short <- op_custom_gradient(function(x) tuple(op_sum(x), function(dy) op_ones(c(3))))
+  # the shapes and dtypes in these messages are the same on every backend; how the Python core
+  # names the backend's array type ("a torch tensor", "a jax array") is not pinned here
+  same_words <- function(lines) {
+    gsub("an? (numpy array|jax array|tensorflow tensor|torch tensor|keras tensor) of shape",
+         "a tensor of shape", lines)
+  }
+  expect_snapshot(error = TRUE, transform = same_words, {
+    op_grad(two_for_one)(1)
+    op_grad(function(x) op_sum(extra(x)))(1)
+    op_grad(short)(c(1, 2))
+  })
+  err <- expect_error(op_grad(two_for_one)(1), class = "customgrad_error_grad_fn_arity")
+  msg <- conditionMessage(err)
+  expect_no_match(msg, "failed in Python|\\*args|keyword|grad_fn|positional parameter")
+  expect_match(msg, "`...`, or only `upstream =`.", fixed = TRUE)
+  # Python's own words stay in the condition
+  expect_match(err$python_message, "*args, or only the keyword `upstream`", fixed = TRUE)
+})
+
+test_that("only errors of Keras or the backend say \"failed in Python\"", {
+  lines <- customgrad:::py_error_lines(
+    "ValueError: Incompatible shapes for broadcasting: (2,) and (3,)", "op_grad")
+  expect_identical(unname(lines[[1]]), "{.fn op_grad} failed in Python.")
+  expect_identical(unname(lines[[2]]), "Incompatible shapes for broadcasting: (2,) and (3,)")
+  lines <- customgrad:::py_error_lines(
+    "TypeError: customgrad.vjp: the cotangents must have the structure of the outputs", "op_vjp")
+  expect_identical(lines, "op_vjp(): the cotangents must have the structure of the outputs")
+  # keyword and *args in R's words; braces stay text for cli
+  expect_identical(
+    customgrad:::r_terms("grad_fn may take *args, upstream= or variables=None {x}"),
+    "The grad function may take `...`, `upstream =` or `variables = NULL` {x}")
+  expect_identical(customgrad:::cli_escape("a {b}"), "a {{b}}")
+})
+
+test_that("the backtrace of a grad function's mistake ends at the user's call", {
+  skip_without_python()
+  # as a script run with Rscript shows it: the error ends the script (status 1)
+  out <- suppressWarnings(run_r(c(
+    "suppressPackageStartupMessages(library(customgrad))",
+    "options(cli.unicode = FALSE, cli.num_colors = 1, width = 80)",
+    "two_for_one <- op_custom_gradient(function(x) tuple(x * 2, function(dy1, dy2) dy1))",
+    "op_grad(two_for_one)(1)"
+  ), env = paste0("KERAS_BACKEND=", config_backend())))
+  text <- paste(out, collapse = "\n")
+  expect_match(text, "Error in `op_grad()`:\n! The grad function of `f()` cannot take", fixed = TRUE)
+  # the whole trace: one frame, the user's call; none of customgrad's or reticulate's plumbing
+  trace <- out[(grep("^Backtrace:", out) + 2):length(out)]
+  expect_identical(trimws(trace), c("1. \\-op_grad(two_for_one)(1)", "Execution halted"))
+  # from the error to the end (the backend may log lines of its own before it)
+  expect_lte(length(out) - grep("^Error in", out)[[1]] + 1L, 12L)
 })

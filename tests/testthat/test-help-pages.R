@@ -73,3 +73,14 @@ test_that("op_custom_gradient's example, keras3's `upstream %||% ..1`, runs with
   expect_match(text, "grad at 100: 1( |$)")
   expect_no_match(text, "could not find function", fixed = TRUE)
 })
+
+test_that("customgrad's op_custom_gradient page says how to open it, and that way opens it", {
+  pages <- rendered_pages()
+  advice <- "?customgrad::op_custom_gradient"
+  expect_match(pages[["op_custom_gradient.Rd"]], advice, fixed = TRUE)
+  expect_match(pages[["customgrad-package.Rd"]], advice, fixed = TRUE)
+  # keras3 has a page of the same name; the advice, run as written, finds customgrad's
+  help_page <- eval(parse(text = advice)[[1]])
+  expect_length(as.character(help_page), 1L)
+  expect_match(as.character(help_page), "customgrad[/\\\\]help[/\\\\]op_custom_gradient$")
+})

@@ -49,3 +49,52 @@ test_that("install_customgrad() rejects a bad backend or envname with classed er
   })
   expect_error(install_customgrad("numpy", dry_run = TRUE), class = "customgrad_error_argument")
 })
+
+test_that("install_customgrad() says how to use what it installed: environment and backend", {
+  plan <- install_customgrad("torch", dry_run = TRUE)
+  expect_identical(plan$setup, c('reticulate::use_virtualenv("r-customgrad")',
+                                 'keras3::use_backend("torch")', "library(customgrad)"))
+  # the help page shows the same lines (for the default environment and backend)
+  page <- paste(utils::capture.output(tools::Rd2txt(
+    tools::Rd_db("customgrad")[["install_customgrad.Rd"]], out = stdout())), collapse = "\n")
+  default <- install_customgrad(dry_run = TRUE)$setup
+  expect_match(page, paste(default, collapse = "\n     "), fixed = TRUE)
+})
+
+test_that("install_customgrad() runs pip without R's LD_LIBRARY_PATH and prints the set-up", {
+  skip_on_os("windows")
+  # a stand-in for python3: it records the LD_LIBRARY_PATH it sees, and `-m venv DIR` makes
+  # DIR/bin/python a copy of itself, so the second command (pip) runs it too
+  dir <- tempfile("cg-install-")
+  dir.create(dir)
+  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  fake <- file.path(dir, "python3")
+  log <- file.path(dir, "seen")
+  writeLines(c(
+    "#!/bin/sh",
+    sprintf("echo \"${LD_LIBRARY_PATH-unset} $*\" >> '%s'", log),
+    "if [ \"$1\" = -m ] && [ \"$2\" = venv ]; then mkdir -p \"$3/bin\" && cp \"$0\" \"$3/bin/python\"; fi"
+  ), fake)
+  Sys.chmod(fake, "755")
+  old <- Sys.getenv("LD_LIBRARY_PATH", unset = NA)
+  Sys.setenv(LD_LIBRARY_PATH = "/usr/lib/R/lib")
+  on.exit(if (is.na(old)) Sys.unsetenv("LD_LIBRARY_PATH") else Sys.setenv(LD_LIBRARY_PATH = old),
+          add = TRUE)
+  env <- file.path(dir, "env")
+  messages <- character()
+  plan <- withCallingHandlers(
+    install_customgrad("jax", envname = env, python = fake),
+    message = function(m) {
+      messages <<- c(messages, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    }
+  )
+  seen <- readLines(log)
+  expect_length(seen, 2L)
+  expect_true(all(startsWith(seen, "unset ")))
+  expect_match(seen[[2]], "-m pip install", fixed = TRUE)
+  expect_identical(Sys.getenv("LD_LIBRARY_PATH"), "/usr/lib/R/lib")  # R's own is back
+  done <- paste(messages[-(1:2)], collapse = "")
+  for (line in plan$setup) expect_match(done, line, fixed = TRUE)
+  expect_match(done, "before anything starts Python", fixed = TRUE)
+})

@@ -104,3 +104,67 @@ test_that("load hooks pending for a module Python already imported run once, the
                  class = "customgrad_warning_load_hook")
   expect_identical(ran, 2L)
 })
+
+test_that("the no-Python error's other way fits RETICULATE_PYTHON: set, unset, Python running", {
+  show_lines <- function(lines) {
+    customgrad:::cg_abort(lines, "python_missing", call = NULL)
+  }
+  uv_failed <- simpleError("uv could not download Python 3.11: no network\nmore detail")
+  expect_snapshot(error = TRUE, {
+    # RETICULATE_PYTHON set to a Python that does not run
+    show_lines(customgrad:::python_missing_lines(FALSE, "/opt/py/bin/python", NULL, "customgrad"))
+    # unset, and reticulate's py_require() could not build an environment: say why
+    show_lines(customgrad:::python_missing_lines(FALSE, "", NULL, "customgrad", uv_failed))
+    # unset, a Python chosen with use_virtualenv() that lacks keras
+    show_lines(customgrad:::python_missing_lines(TRUE, "", "/envs/r-keras/bin/python", "keras"))
+  })
+  unset <- customgrad:::python_missing_lines(FALSE, "", NULL, "customgrad", uv_failed)
+  expect_false(any(grepl("leave|unset, so that", unset)))
+  expect_true(any(grepl("uv could not download Python 3.11: no network", unset, fixed = TRUE)))
+})
+
+test_that("a Python without Keras's backend: the error names it, the backends there and the fix", {
+  expect_snapshot(error = TRUE, {
+    customgrad:::cg_abort(customgrad:::backend_missing_lines(
+      "tensorflow", "/envs/r-customgrad/bin/python", "jax"), "python_missing", call = NULL)
+    customgrad:::cg_abort(customgrad:::backend_missing_lines(
+      "torch", "/envs/r-customgrad/bin/python", character()), "python_missing", call = NULL)
+  })
+})
+
+test_that("install_customgrad()'s one-backend environment: the error's fix line makes it work", {
+  skip_without_python()
+  skip_on_os("windows")
+  # a copy of this session's Python environment with only its backend: the other two are left out
+  # (symbolic links to everything else), and KERAS_BACKEND names one of them, as keras3 sets
+  # "tensorflow" when it loads in an environment with only jax
+  have <- config_backend()
+  absent <- setdiff(c("jax", "tensorflow", "torch"), have)
+  left_out <- c(jax = "^jax", tensorflow = "^(tensorflow|tf_keras)", torch = "^(torch|functorch)")
+  site <- reticulate::py_eval("__import__('sysconfig').get_paths()['purelib']")
+  venv <- tempfile("cg-one-backend-")
+  on.exit(unlink(venv, recursive = TRUE), add = TRUE)
+  expect_identical(system2(reticulate::py_exe(), c("-m", "venv", "--without-pip", shQuote(venv))), 0L)
+  python <- file.path(venv, "bin", "python")
+  target <- system2(python, c("-c", shQuote("import sysconfig; print(sysconfig.get_paths()['purelib'])")),
+                    stdout = TRUE)
+  entries <- list.files(site)
+  entries <- entries[!grepl(paste(left_out[absent], collapse = "|"), entries)]
+  expect_true(all(file.symlink(file.path(site, entries), file.path(target, entries))))
+  env <- c(paste0("RETICULATE_PYTHON=", python), paste0("KERAS_BACKEND=", absent[[1]]))
+  out <- run_r(c(no_python_script, "show(f(1))"), env = env)
+  text <- gsub("\\s+", " ", paste(out, collapse = " "))
+  # the line the message gives, run as it says: in a new session, before Python starts
+  fix <- regmatches(text, regexpr('keras3::use_backend\\("[a-z]+"\\)', text))
+  expect_identical(fix, sprintf('keras3::use_backend("%s")', have))
+  fixed <- run_r(c(no_python_script[[1]], fix,
+                   "f <- op_custom_gradient(function(x) tuple(x^2, function(dy) dy * 2 * x))",
+                   "cat('after the fix:', as.numeric(as.array(f(3))), '\\n')"), env = env)
+  # (reticulate may warn first that the packages keras3 declares look missing)
+  expect_true("class: customgrad_error_python_missing " %in% out)
+  expect_match(text, sprintf("! Keras is set to use the backend %s, which the Python in use does not have.",
+                             absent[[1]]), fixed = TRUE)
+  expect_match(text, sprintf("x '%s' has the backend %s.", python, have), fixed = TRUE)
+  expect_match(text, "Restart R and run", fixed = TRUE)
+  expect_match(paste(fixed, collapse = "\n"), "after the fix: 9", fixed = TRUE)
+})

@@ -15,8 +15,7 @@ import torch
 
 from torch.autograd import forward_ad
 
-from ..._call import Arguments, positional_link, run_reading
-from ..._spec import TensorSpec
+from ..._call import Arguments, PositionalLink, run_reading
 from .hidden_inputs import hidden_tensors, next_node_number
 from .functions import link_apply
 from .link import guard, link
@@ -57,9 +56,9 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     del result
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
     del output
-    specs = [TensorSpec(a.shape, a.dtype, a.device, True) for a in args]
-    call_link = positional_link(f, grad_fn, _BACKEND, specs, len(outputs), container,
-                                guard(f, grad_fn, eager=True))
+    specs = [(a.shape, a.dtype, a.device) for a in args]
+    call_link = PositionalLink(f, grad_fn, _BACKEND, specs, len(outputs), container,
+                               guard(f, grad_fn, eager=True))
     outputs = list(map(_detach, outputs))  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
     linked = link_apply(call_link, outputs, *map(_unwrap_if_dead, args))
