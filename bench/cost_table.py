@@ -122,24 +122,15 @@ def _inputs():
     return bench_backend.inputs(8, 1)
 
 
-def customgrad_frames(step, xs) -> collections.Counter:
-    """{module: calls} of customgrad's own Python functions during one `step(*xs)`, counted as
-    tests/python/test_call_count.py does (comprehensions left out)."""
-    import customgrad
+def frames_by_module(step, xs) -> collections.Counter:
+    """{module: calls} of customgrad's own Python functions during one `step(*xs)`, counted by
+    tests/python/test_call_count.py's `customgrad_frames` (the count the test pins)."""
+    sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+    from test_call_count import customgrad_frames
 
-    package = str(Path(customgrad.__file__).parent)
     counts = collections.Counter()
-
-    def profile(frame, event, _arg):
-        if (event == "call" and frame.f_code.co_filename.startswith(package)
-                and frame.f_code.co_name not in ("<listcomp>", "<dictcomp>", "<setcomp>")):
-            counts[os.path.relpath(frame.f_code.co_filename, package)] += 1
-
-    sys.setprofile(profile)
-    try:
-        step(*xs)
-    finally:
-        sys.setprofile(None)
+    for where, n in customgrad_frames(step, xs).items():
+        counts[where.split(":")[0]] += n
     return counts
 
 
@@ -160,7 +151,7 @@ def timed_worker(rounds: int) -> None:
             times[row].append((time.perf_counter() - start) / 200 * 1e6)
     median = {row: statistics.median(v) for row, v in times.items()}
     _print_table(keras.backend.backend(), median, "us", f"median of {rounds} interleaved rounds")
-    frames = customgrad_frames(rows["customgrad"], xs)
+    frames = frames_by_module(rows["customgrad"], xs)
     print(f"\ncustomgrad's Python functions entered per step: {sum(frames.values())} "
           f"({', '.join(f'{m} {n}' for m, n in sorted(frames.items()))})")
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _spec, _tree
 from ._convention import call_grad_fn
-from ._returns import checked_forward_result, checked_gradients, to_tensor
+from ._returns import checked_forward_result, checked_gradients, plain_gradients, to_tensor
 from ._variables import recording
 
 if TYPE_CHECKING:
@@ -56,28 +56,26 @@ def run_reading(backend, f, args: Sequence, kwargs: dict | None = None,
     """f(*args, **kwargs), and what it read: the one place where reads are recorded (Keras's
     variable reads, and the backend's own watcher, `backend.watching_reads()`). `received`: the
     arguments' leaves, which are no hidden reads."""
-    with recording() as rec:
-        watcher = backend.watching_reads()
-        if watcher is None:  # f called here, not through _apply: a frame less on every call
-            result = f(*args, **kwargs) if kwargs else f(*args)
-        else:
-            with watcher:
-                result = _apply(f, args, kwargs)
+    watcher = backend.watching_reads()
+    if watcher is None:
+        result, rec = recording.call(f, args, kwargs)
+        return result, recorded_reads(rec)
+    with watcher:
+        result, rec = recording.call(f, args, kwargs)
+    seen = {id(v) for v in rec.raw_values}
+    seen.update(id(leaf) for leaf in received)
+    more = [v for v in watcher.watched_variables() if id(v) not in seen and backend.is_float(v)]
+    return result, recorded_reads(rec, more)
+
+
+def recorded_reads(rec: recording, more: Sequence = ()) -> Reads:
+    """The `Reads` of a recording, with `more` variables a backend's watcher saw."""
     variables, values = rec.variables, rec.raw_values
-    if watcher is not None:
-        seen = {id(v) for v in values}
-        seen.update(id(leaf) for leaf in received)
-        more = [v for v in watcher.watched_variables()
-                if id(v) not in seen and backend.is_float(v)]
-        if more:
-            variables, values = [*variables, *more], [*values, *more]
+    if more:
+        variables, values = [*variables, *more], [*values, *more]
     if not variables and not rec.losses_added:
-        return result, NO_READS
-    return result, Reads(variables, values, rec.losses_added)
-
-
-def _apply(f, args: Sequence, kwargs: dict | None):
-    return f(*args, **kwargs) if kwargs else f(*args)
+        return NO_READS
+    return Reads(variables, values, rec.losses_added)
 
 
 class Arguments:
@@ -132,7 +130,8 @@ class Arguments:
     def output(self, tensor_values) -> tuple[object, list]:
         """Calls f once with the tensor leaves replaced by `tensor_values`, where nothing can
         differentiate the call; returns (f's output, its leaves), checked."""
-        result = _apply(self.f, *self._call_arguments(tensor_values))
+        args, kwargs = self._call_arguments(tensor_values)
+        result = self.f(*args, **kwargs) if kwargs else self.f(*args)
         output, leaves, _ = checked_forward_result(self.f, result, self.backend)
         return output, leaves
 
@@ -332,9 +331,6 @@ class PositionalLink:
 
     __slots__ = ("f", "grad_fn", "backend", "input_specs", "n_outputs", "container", "guard",
                  "_backward")
-    # what a general `Link` of the same call holds (nothing read, everything linked)
-    outputs = inputs = None
-    variables = variable_values = wanted = ()
 
     def __init__(self, f, grad_fn, backend, input_specs: list, n_outputs: int, container,
                  guard: Callable[[], None] | None = None):
@@ -355,9 +351,6 @@ class PositionalLink:
                                       index, specs, every, output, None, NO_READS, True)
         return self._backward
 
-    def wanting(self, wanted) -> Link:
-        return self.backward.link(guard=self.guard).wanting(wanted)
-
     def __call__(self, cotangents) -> list:
         """One gradient per input, from one upstream per output (None: zero)."""
         if self.guard is not None:
@@ -365,18 +358,9 @@ class PositionalLink:
         container = self.container
         upstream = cotangents[0] if container is None else container(cotangents)
         result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, ())
-        # the common case: one tensor of its input's shape and dtype per input, as it is
-        specs, is_tensor = self.input_specs, self.backend.is_tensor
-        if len(specs) == 1 and is_tensor(result):
-            shape, dtype, _ = specs[0]
-            if result.shape == shape and result.dtype == dtype:
-                return [result]
-        elif type(result) in (tuple, list) and len(result) == len(specs):
-            for g, (shape, dtype, _) in zip(result, specs):
-                if not (is_tensor(g) and g.shape == shape and g.dtype == dtype):
-                    break
-            else:
-                return list(result)
+        grads = plain_gradients(result, self.input_specs, self.backend.is_tensor)
+        if grads is not None:
+            return grads
         return checked_gradients(self.backward, result)[0]
 
 

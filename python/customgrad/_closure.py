@@ -13,6 +13,9 @@ otherwise drop.
 
 from __future__ import annotations
 
+import site
+import sysconfig
+import sys
 from types import ModuleType
 
 
@@ -61,9 +64,9 @@ def tensors_reachable(fns, is_tensor, more=None) -> list:
             found.extend((f"{name}[{key!r}]", value) for key, value in pairs if is_tensor(value))
         else:
             attributes = getattr(obj, "__dict__", None) or {}
-            if isinstance(obj, ModuleType):
-                # of a module, the attributes the code names (`mod.weights`): a module such as
-                # keras.ops has hundreds, and this runs on every call
+            if isinstance(obj, ModuleType) and _of_a_library(obj):
+                # of a library's module, the attributes the code names (`ops.exp`): keras.ops
+                # has hundreds, and this runs on every call
                 if named is None:
                     named = {n for fn in fns for n in getattr(getattr(fn, "__code__", None),
                                                               "co_names", ())}
@@ -73,3 +76,25 @@ def tensors_reachable(fns, is_tensor, more=None) -> list:
         if more is not None:
             found.extend(more(name, obj))
     return found
+
+
+# where installed libraries live: the standard library and the site-packages directories
+_LIBRARY_DIRS = tuple(sorted(
+    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    | set(site.getsitepackages()) | {site.getusersitepackages()}))
+_BUILTIN_MODULES = frozenset(sys.builtin_module_names)
+_library_files: dict = {}  # a module's file: whether it is a library's
+
+
+def _of_a_library(module: ModuleType) -> bool:
+    """Whether a module is an installed library's (its file is in the standard library or a
+    site-packages directory), not the user's. Of a user's module every attribute is searched,
+    so that a tensor it holds is found when f reaches it through one of the module's functions
+    (`state.h()` returning `state.weights`)."""
+    file = getattr(module, "__file__", None)
+    if file is None:  # built in, or made at run time (`types.ModuleType`)
+        return module.__name__ in _BUILTIN_MODULES
+    known = _library_files.get(file)
+    if known is None:
+        known = _library_files[file] = file.startswith(_LIBRARY_DIRS)
+    return known

@@ -168,7 +168,7 @@ def call_grad_fn(grad_fn, f, output, upstream, variables: list, introspect: bool
     """Calls the user's grad_fn with `upstream`, the upstream gradients in the output's
     structure, and the variables f read (`introspect`: see `inspect_grad_fn`)."""
     sig = inspect_grad_fn(grad_fn, introspect)
-    if sig is _ONE and not variables and _tree.is_leaf(output):
+    if sig is _ONE and not variables and not isinstance(output, _tree.CONTAINERS):
         return grad_fn(upstream)  # `def grad(dy)` on one output: the common case
     positional, kwargs = upstream_arguments(grad_fn, f, output, upstream, sig)
     if variables:

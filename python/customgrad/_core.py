@@ -210,7 +210,8 @@ def custom_gradient(f: Callable[..., Any] | _Omitted = OMITTED, *, forward_mode:
 
     @functools.wraps(f)
     def decorated(*args, **kwargs):
-        backend = backend_module()
+        # backend_module() inlined for the common case: this runs on every call
+        backend = _backend_modules.get(keras.backend.backend()) or backend_module()
         try:
             if not kwargs and backend.HAS_FAST_PATH:
                 output = backend.call_positional(f, args)  # None: not a call of its kind

@@ -5,7 +5,9 @@ grad_fn returned with the arguments and the variables and converts each gradient
 dtype (`plain_gradients` is its common case, accepted as it is). The `Backward` of `_call` calls
 them; the backend's helpers arrive as an argument.
 
->>> import keras
+>>> from collections.abc import Sequence
+
+import keras
 >>> from customgrad import _core
 >>> output, leaves, grad_fn = checked_forward_result(
 ...     lambda x: None, (keras.ops.ones((2,)), lambda dy: dy), _core.backend_module())
@@ -15,6 +17,8 @@ them; the backend's helpers arrive as an argument.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import keras
 import numpy as np
 
@@ -22,6 +26,9 @@ from . import _messages as msg, _tree
 from ._backend_names import AUTODIFF
 from ._spec import TensorSpec
 from ._variables import variable_name
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 _NUMBERS = (bool, int, float, complex)
@@ -76,7 +83,9 @@ def checked_gradients(backward, result, variables=(), variable_values=()):
     None per tensor leaf of the arguments, one gradient or None per variable), each gradient
     converted to its input's dtype. A gradient for a non-differentiable leaf is dropped."""
     if backward.plain and not variables:
-        grads = plain_gradients(result, backward.input_specs, backward.backend)
+        specs = [(s.shape, s.dtype) for s in backward.input_specs if s.check_gradient is None]
+        grads = (plain_gradients(result, specs, backward.backend.is_tensor)
+                 if len(specs) == len(backward.input_specs) else None)
         if grads is not None:
             return grads, []
     specs, f, grad_fn = backward.input_specs, backward.f, backward.grad_fn
@@ -98,19 +107,27 @@ def checked_gradients(backward, result, variables=(), variable_values=()):
     return input_grads, var_grads
 
 
-def plain_gradients(result, input_specs: list, backend) -> list | None:
+def plain_gradients(result, input_specs: Sequence, is_tensor) -> list | None:
     """The common case of `checked_gradients`, for positional tensors that all get gradients:
     grad_fn returned one tensor of its input's shape and dtype per input (a tensor for one
-    input); that list, accepted as it is. None where the general rules are needed."""
-    is_tensor = backend.is_tensor
-    grads = (result,) if len(input_specs) == 1 and is_tensor(result) else result
-    if not (isinstance(grads, (tuple, list)) and len(grads) == len(input_specs)):
+    input); that list, accepted as it is. None where the general rules are needed.
+
+    `input_specs`: per input, a tuple that starts with its (shape, dtype).
+
+    >>> import numpy as np
+    >>> plain_gradients(np.ones(2), [((2,), np.ones(2).dtype)], lambda g: True)
+    [array([1., 1.])]
+    """
+    n = len(input_specs)
+    if n == 1 and is_tensor(result):
+        shape, dtype = input_specs[0][:2]
+        return [result] if result.shape == shape and result.dtype == dtype else None
+    if not (isinstance(result, (tuple, list)) and len(result) == n):
         return None
-    for g, s in zip(grads, input_specs):
-        if not (is_tensor(g) and g.shape == s.shape and g.dtype == s.dtype
-                and s.check_gradient is None):
+    for g, spec in zip(result, input_specs):
+        if not (is_tensor(g) and g.shape == spec[0] and g.dtype == spec[1]):
             return None
-    return list(grads)
+    return list(result)
 
 
 def _split_variable_grads(result, f, grad_fn, variables: list):

@@ -13,7 +13,7 @@ from typing import Any
 
 import optree
 
-_CONTAINERS = (list, tuple, dict, collections.deque)  # what optree flattens
+CONTAINERS = (list, tuple, dict, collections.deque)  # what optree flattens
 _NAMESPACE = "customgrad"
 _registered: set[type] = set()
 _registering = threading.Lock()
@@ -29,7 +29,7 @@ def is_leaf(x: Any) -> bool:
     >>> is_leaf(1.0), is_leaf([1.0])
     (True, False)
     """
-    return not isinstance(x, _CONTAINERS)
+    return not isinstance(x, CONTAINERS)
 
 
 def all_leaves(xs) -> bool:
@@ -39,7 +39,7 @@ def all_leaves(xs) -> bool:
     (True, False)
     """
     for x in xs:
-        if isinstance(x, _CONTAINERS):
+        if isinstance(x, CONTAINERS):
             return False
     return True
 
@@ -50,7 +50,7 @@ def flatten(x: Any) -> list:
     >>> flatten({"b": [1, 2], "a": (3, None)})
     [3, None, 1, 2]
     """
-    if not isinstance(x, _CONTAINERS):
+    if not isinstance(x, CONTAINERS):
         return [x]
     if type(x) in (tuple, list) and all_leaves(x):
         return list(x)  # the common flat case, faster without a treespec
@@ -68,7 +68,7 @@ def unflatten(structure: Any, leaves: list) -> Any:
     >>> unflatten({"a": 0, "b": [0, 0]}, [1, 2, 3])
     {'a': 1, 'b': [2, 3]}
     """
-    if len(leaves) == 1 and not isinstance(structure, _CONTAINERS):
+    if len(leaves) == 1 and not isinstance(structure, CONTAINERS):
         return leaves[0]  # the common single-tensor case
     if type(structure) in (tuple, list) and len(leaves) == len(structure) \
             and all_leaves(structure):
@@ -92,7 +92,7 @@ def _is_plain(x: Any) -> bool:
         return all(_is_plain(child) for child in x)
     if kind is dict:
         return all(type(key) is str and _is_plain(child) for key, child in x.items())
-    return not isinstance(x, _CONTAINERS)
+    return not isinstance(x, CONTAINERS)
 
 
 def _plain_children(x: Any) -> tuple[list, list]:
@@ -104,7 +104,7 @@ def _plain_children(x: Any) -> tuple[list, list]:
 
 
 def _plain_leaves(x: Any, leaves: list) -> None:
-    if not isinstance(x, _CONTAINERS):
+    if not isinstance(x, CONTAINERS):
         leaves.append(x)
         return
     for child in _plain_children(x)[1]:
@@ -113,7 +113,7 @@ def _plain_leaves(x: Any, leaves: list) -> None:
 
 def _plain_rebuild(structure: Any, leaves: list, start: int = 0) -> tuple[Any, int]:
     """(`structure` rebuilt from `leaves[start:]`, the position after the leaves it took)."""
-    if not isinstance(structure, _CONTAINERS):
+    if not isinstance(structure, CONTAINERS):
         if start >= len(leaves):
             raise ValueError(f"unflatten: {len(leaves)} leaves for a structure of more")
         return leaves[start], start + 1
@@ -142,7 +142,7 @@ def _flatten(x: Any, with_paths: bool = False) -> tuple:
         if all_leaves(result[-2]):
             return result
         with _registering:
-            for cls in {type(leaf) for leaf in result[-2] if isinstance(leaf, _CONTAINERS)}:
+            for cls in {type(leaf) for leaf in result[-2] if isinstance(leaf, CONTAINERS)}:
                 if cls not in _registered:
                     _register(cls)
                     _registered.add(cls)
@@ -253,7 +253,7 @@ def match(value: Any, structure: Any, path: str = "") -> list:
     if type(structure) in (tuple, list) and isinstance(value, (tuple, list)) \
             and len(value) == len(structure) and all_leaves(structure) and all_leaves(value):
         return list(value)  # the common flat case
-    if value is not None and isinstance(structure, _CONTAINERS):
+    if value is not None and isinstance(structure, CONTAINERS):
         leaves, treespec = _flatten(value)
         if treespec == _flatten(structure)[1]:
             return leaves
@@ -265,7 +265,7 @@ def _match(value: Any, structure: Any, path: str) -> list:
     if value is None:
         return [None] * len(flatten(structure))
     if is_leaf(structure):
-        if isinstance(value, _CONTAINERS):
+        if isinstance(value, CONTAINERS):
             raise StructureMismatch(path, "a single tensor", describe(value))
         return [value]
     if _is_plain(structure):
@@ -293,7 +293,7 @@ def leaf_paths(structure: Any, path: str = "") -> list[str]:
     >>> leaf_paths(({"b": 0, "a": [0, None]},), "args")
     ["args[0]['a'][0]", "args[0]['a'][1]", "args[0]['b']"]
     """
-    if not isinstance(structure, _CONTAINERS):
+    if not isinstance(structure, CONTAINERS):
         return [path]
     if type(structure) in (tuple, list) and all_leaves(structure):
         return [f"{path}[{i}]" for i in range(len(structure))]  # the common flat case

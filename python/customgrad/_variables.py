@@ -82,6 +82,28 @@ class recording:
     def __exit__(self, *exc_info) -> None:
         _local.recorder = self.parent
 
+    @classmethod
+    def call(cls, f, args, kwargs=None) -> tuple:
+        """(f(*args, **kwargs), the recording of its reads): the block above in one call, for
+        the calls that run on every step (a `with` enters two more functions).
+
+        >>> import keras
+        >>> v = keras.Variable(1.0)
+        >>> _, rec = recording.call(keras.ops.add, (v, 1.0))
+        >>> rec.variables == [v]
+        True
+        """
+        if not _installed:
+            install()
+        rec = cls()
+        rec.parent = getattr(_local, "recorder", None)
+        rec.variables, rec.raw_values, rec._seen, rec.losses_added = (), (), None, 0
+        _local.recorder = rec
+        try:
+            return (f(*args, **kwargs) if kwargs else f(*args)), rec
+        finally:
+            _local.recorder = rec.parent
+
     def read(self, variable, value):
         if self.parent is not None:
             self.parent.read(variable, value)

@@ -160,6 +160,18 @@ route_list = _reading(lambda t: [t], operator.itemgetter(0))
 route_dict = _reading(lambda t: {"t": t}, operator.itemgetter("t"))
 
 
+def _module_holding(t):
+    """A module of the user's (no file of a library) holding t, and a function of its own that
+    reads it: f calls `module.h()` and never names t."""
+    module = types.ModuleType("user_state")
+    exec("def h():\n    return t\n", module.__dict__)
+    module.t = t
+    return module
+
+
+route_module_function = _reading(_module_holding, lambda module: module.h())
+
+
 class _ScaledLayer:
     """A Keras layer whose call is a customgrad f reading its weight `self.w` (made lazily: the
     class is built after the backend is chosen)."""
@@ -227,6 +239,7 @@ ROUTES = {
     "attribute": route_attribute,
     "list element": route_list,
     "dict element": route_dict,
+    "module function": route_module_function,
     "stateless_call": route_stateless_call,
     "functional_call": route_functional_call,
     "stateless_call, grad_fn reads self.w": functools.partial(route_stateless_call,

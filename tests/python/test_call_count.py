@@ -26,9 +26,9 @@ PACKAGE = str(Path(customgrad.__file__).parent)
 
 # {backend: {function: customgrad frames per eager forward + backward}}
 PINNED = {
-    "torch": {"softplus": 21, "three": 26},
-    "tensorflow": {"softplus": 82, "three": 112},
-    "jax": {"softplus": 79, "three": 113},
+    "torch": {"softplus": 17, "three": 22},
+    "tensorflow": {"softplus": 79, "three": 111},
+    "jax": {"softplus": 76, "three": 112},
 }
 MARGIN = 2  # frames either way: a branch taken by a framework version, not new work
 
@@ -85,15 +85,16 @@ COMPREHENSIONS = {"<listcomp>", "<dictcomp>", "<setcomp>"}
 
 
 def customgrad_frames(step, xs) -> collections.Counter:
-    """{function name: calls} of customgrad's own Python functions during one `step(*xs)`
-    (comprehensions not counted: they are no frame from Python 3.12 on)."""
+    """{"module path:function": calls} of customgrad's own Python functions during one
+    `step(*xs)` (comprehensions not counted: they are no frame from Python 3.12 on).
+    bench/cost_table.py reports the same count by module."""
     counts = collections.Counter()
 
     def profile(frame, event, _arg):
         if (event == "call" and frame.f_code.co_filename.startswith(PACKAGE)
                 and frame.f_code.co_name not in COMPREHENSIONS):
             code = frame.f_code
-            counts[f"{Path(code.co_filename).name}:{code.co_qualname}"] += 1
+            counts[f"{Path(code.co_filename).relative_to(PACKAGE)}:{code.co_qualname}"] += 1
 
     sys.setprofile(profile)
     try:

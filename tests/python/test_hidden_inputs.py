@@ -2,6 +2,7 @@
 they are being differentiated: one behaviour on every backend, a CustomGradientError that says to
 pass them positionally, wherever the backend lets customgrad see it."""
 
+import os
 import re
 
 import keras
@@ -237,19 +238,34 @@ def test_tensorflow_watched_tensor_read_through_a_module_attribute_is_named():
             f(x)
 
 
-def test_of_a_module_only_the_attributes_the_code_names_are_searched():
+def test_of_a_library_module_only_the_attributes_the_code_names_are_searched():
+    """A library's module (keras.ops has hundreds of attributes) is searched for the attributes
+    f names; a user's module whole, so that one read by the module's own function is found."""
+    import sysconfig
     import types
 
     from customgrad._closure import tensors_reachable
 
-    module = types.ModuleType("module")
-    module.read, module.unread = np.ones(2), np.zeros(2)
+    def module_holding(file):
+        module = types.ModuleType("state")
+        if file is not None:
+            module.__file__ = file
+        module.read, module.unread = np.ones(2), np.zeros(2)
+        exec("def h():\n    return unread\n", module.__dict__)
+        return module
 
-    def f(x):
-        return x * module.read
+    library = module_holding(os.path.join(sysconfig.get_paths()["purelib"], "lib", "state.py"))
+    user = module_holding(None)
+    user_file = module_holding(os.path.join(os.getcwd(), "state.py"))
 
-    found = tensors_reachable([f], lambda x: isinstance(x, np.ndarray))
-    assert [name for name, _ in found] == ["module.read"]
+    def names(module):
+        def f(x):
+            return x * module.read + module.h()
+        return [name for name, _ in tensors_reachable([f], lambda x: isinstance(x, np.ndarray))]
+
+    assert names(library) == ["module.read"]
+    assert names(user) == ["module.read", "module.unread"]
+    assert names(user_file) == ["module.read", "module.unread"]
 
 
 @pytest.mark.backends("tensorflow")

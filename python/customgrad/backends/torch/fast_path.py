@@ -15,7 +15,8 @@ import torch
 
 from torch.autograd import forward_ad
 
-from ..._call import Arguments, PositionalLink, run_reading
+from ..._call import Arguments, PositionalLink, recorded_reads
+from ..._variables import recording
 from .hidden_inputs import hidden_tensors, next_node_number
 from .functions import link_apply
 from .link import guard, link
@@ -41,17 +42,33 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     variable or hidden parameter. Returns None, before f runs, where a call is not of this kind:
     the general path takes it. A call found to be of another kind after f ran goes on along the
     general path with what f returned; f runs once either way.
+
+    (Written for speed, in one function: it runs on every eager call.)
     """
-    if not _plain_call(f, args):
+    # admission, before f runs: autograd on, no transform, no dual level, every argument a
+    # floating-point tensor that requires grad, and no tensor being differentiated in f's
+    # closure (the general path refuses it)
+    if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
+            _functorch_active()):
         return None
+    for a in args:
+        if not (isinstance(a, _Tensor) and a.requires_grad and a.dtype.is_floating_point):
+            return None
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell: a name not assigned yet
+            continue
+        if isinstance(value, _Tensor) and value.requires_grad and not value.is_leaf:
+            return None
     start = next_node_number()
-    result, reads = run_reading(_BACKEND, f, args)
-    outputs = _float_outputs(result)
-    hidden = (None if outputs is None or reads.variables
-              else hidden_tensors(outputs, args, (), start, f))
+    # torch has no read watcher (`watching_reads()` is None): this is `run_reading`
+    result, rec = recording.call(f, args)
+    outputs = None if rec.variables else _float_outputs(result)  # a read variable: `variables=`
+    hidden = None if outputs is None else hidden_tensors(outputs, args, (), start, f)
     if hidden is None or hidden:
         arguments = Arguments(f, args, {}, _BACKEND, tensors_only=True)
-        return link(arguments, *arguments.accept(result, reads), start, hidden)
+        return link(arguments, *arguments.accept(result, recorded_reads(rec)), start, hidden)
     output, grad_fn = result
     del result
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
@@ -65,26 +82,6 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return linked[0] if container is None else container(linked)
 
 
-def _plain_call(f, args) -> bool:
-    """Whether a call may take the fast path, before f runs: autograd on, no transform, no dual
-    level, every argument a floating-point tensor that requires grad, and no tensor being
-    differentiated in f's closure (the general path refuses it)."""
-    if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
-            _functorch_active()):
-        return False
-    for a in args:
-        if not (isinstance(a, _Tensor) and a.requires_grad and a.is_floating_point()):
-            return False
-    for cell in getattr(f, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell: a name not assigned yet
-            continue
-        if isinstance(value, _Tensor) and value.requires_grad and not value.is_leaf:
-            return False
-    return True
-
-
 def _float_outputs(result) -> list[Any] | None:
     """The output leaves of what f returned, where it is (a floating-point tensor or a flat
     tuple or list of them, a callable grad_fn); else None."""
@@ -92,8 +89,8 @@ def _float_outputs(result) -> list[Any] | None:
         return None
     output = result[0]
     if isinstance(output, _Tensor):
-        return [output] if output.is_floating_point() else None
+        return [output] if output.dtype.is_floating_point else None
     if type(output) in (tuple, list) and output and all(
-            [isinstance(o, _Tensor) and o.is_floating_point() for o in output]):
+            [isinstance(o, _Tensor) and o.dtype.is_floating_point for o in output]):
         return list(output)
     return None
