@@ -5,6 +5,7 @@ where wall time does (two workers of one revision differ by up to ±3% on a busy
 difference of a percent or two can be told from noise here (run to run: about ±1%).
 
     python bench/instructions.py --before DIR --after DIR [--functions softplus,swish,three]
+    python bench/instructions.py --before DIR --after DIR --also keras,floor  # the same run
 
 DIR holds a `customgrad` package (`git archive <commit> python | tar -x -C /tmp/before`). Each
 revision and function runs twice, with few and with many steps; the difference, divided by the
@@ -35,12 +36,15 @@ FEW, MANY = 100, 1100
 
 
 def worker(fn: str, steps: int) -> None:
-    """Warms up, then runs `steps` forward+backward steps of customgrad's `fn`."""
+    """Warms up, then runs `steps` forward+backward steps of `fn`: customgrad's, or another
+    kind's of bench/impls.py given as `kind/fn` (`keras/softplus`)."""
     import bench_backend
     import impls
 
+    kind, _, fn = fn.rpartition("/")
     xs = bench_backend.inputs(8, impls.N_INPUTS[fn])
-    step = impls.grad_step(impls.implementations()["customgrad"][fn], impls.N_INPUTS[fn])
+    step = impls.grad_step(impls.implementations()[kind or "customgrad"][fn],
+                           impls.N_INPUTS[fn])
     for _ in range(50 + steps):
         step(*xs)
 
@@ -76,6 +80,9 @@ def main() -> None:
     parser.add_argument("--after", default=str(HERE.parent / "python"))
     parser.add_argument("--backend", default="torch")
     parser.add_argument("--functions", default=",".join(FUNCTIONS))
+    parser.add_argument("--also", default="",
+                        help="other kinds of bench/impls.py counted beside, each against after: "
+                             "keras, floor (torch's design floor), native")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -85,15 +92,19 @@ def main() -> None:
         parser.error("--before DIR is required (a directory holding a customgrad package)")
     if shutil.which("valgrind") is None:
         raise SystemExit("instructions: valgrind is not installed (apt-get install valgrind)")
+    also = [k for k in args.also.split(",") if k]
     print(f"## {args.backend}: instructions per eager forward+backward on 8 elements "
           f"(cachegrind, ({MANY} - {FEW} steps) / {MANY - FEW})")
-    print("| function | before | after | after / before |")
-    print("| --- | --- | --- | --- |")
+    print("| function | before | after | after / before |"
+          + "".join(f" {k} | after / {k} |" for k in also))
+    print("| --- | --- | --- | --- |" + " --- | --- |" * len(also))
     with ThreadPoolExecutor(max_workers=2) as pool:
         for fn in args.functions.split(","):
-            before, after = pool.map(lambda d: per_step(d, args.backend, fn),
-                                     (args.before, args.after))
-            print(f"| {fn} | {before:,.0f} | {after:,.0f} | {after / before:.3f}x |", flush=True)
+            runs = [(args.before, fn), (args.after, fn), *((args.after, f"{k}/{fn}") for k in also)]
+            before, after, *others = pool.map(
+                lambda run: per_step(run[0], args.backend, run[1]), runs)
+            print(f"| {fn} | {before:,.0f} | {after:,.0f} | {after / before:.3f}x |"
+                  + "".join(f" {o:,.0f} | {after / o:.3f}x |" for o in others), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,8 @@ _BY_KEYWORD = ("upstream", "variables")
 # grad_fns with n plain positional parameters (no defaults, *args or keywords), made once
 _PLAIN = tuple(GradSignature(n, n, False, False) for n in range(8))
 _ONE = _PLAIN[1]
-# the signatures of other grad_fns, by code and defaults (a grad_fn is often a closure made anew
-# on every call, of one code object): written in eager calls only (see inspect_grad_fn)
+# the signatures of the grad_fns seen, by code and defaults (a grad_fn is often a closure made
+# anew on every call, of one code object): written in eager calls only (see inspect_grad_fn)
 _SIGNATURES: dict = {}
 _MAX_SIGNATURES = 512
 
@@ -60,38 +60,27 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
     """
     if type(grad_fn) is _FunctionType:  # a def or lambda (not a bound method: no `self` to skip)
         code = grad_fn.__code__
-        # While torch.compile traces, read anew, not cached: a cache written while torch.compile
-        # traces a backward breaks its graph.
-        names = code.co_varnames
-        n_positional = code.co_argcount
-        flags = code.co_flags
         if not introspect:
-            # While torch.compile traces, a function's defaults cannot be read: torch 2.11
-            # breaks the graph on __kwdefaults__, 2.13 fails on a __defaults__ tuple. Every
-            # parameter then counts as optional: which ones are required only decides between
-            # our arity error and Python's TypeError for a call that fails either way (eager
-            # calls get ours), never how a call that works is made.
+            # While torch.compile traces, read anew, not cached (a cache written while
+            # torch.compile traces a backward breaks its graph), and without the defaults:
+            # torch 2.11 breaks the graph on __kwdefaults__, 2.13 fails on a __defaults__ tuple.
+            # Every parameter then counts as optional: which ones are required only decides
+            # between our arity error and Python's TypeError for a call that fails either way
+            # (eager calls get ours), never how a call that works is made.
+            names, n_positional, flags = code.co_varnames, code.co_argcount, code.co_flags
             positional = names[:n_positional]
             keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
             return _grad_signature(positional, 0, bool(flags & _CO_VARARGS), keyword_only, (),
                                    bool(flags & _CO_VARKEYWORDS))
-        if (n_positional < len(_PLAIN) and not code.co_kwonlyargcount
-                and not flags & (_CO_VARARGS | _CO_VARKEYWORDS) and not grad_fn.__defaults__
-                and (n_positional == 0 or names[n_positional - 1] not in _BY_KEYWORD)):
-            return _PLAIN[n_positional]  # `def grad(dy)` and the like: the common case
         defaults, kw_defaults = grad_fn.__defaults__, grad_fn.__kwdefaults__
-        n_defaults = len(defaults) if defaults else 0
-        kw_with_defaults = tuple(kw_defaults) if kw_defaults else ()
-        # what the signature depends on: the code, and which parameters have defaults
-        key = (code, n_defaults, kw_with_defaults)
+        # what the signature depends on: the code, and which parameters have defaults (most
+        # grad_fns have none, and their code alone is the key)
+        key = code if defaults is None and kw_defaults is None else (
+            code, len(defaults) if defaults else 0, tuple(kw_defaults) if kw_defaults else ())
         sig = _SIGNATURES.get(key)
         if sig is None:
-            positional = names[:n_positional]
-            keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
-            required_kw = tuple(k for k in keyword_only if k not in kw_with_defaults)
-            sig = _grad_signature(positional, n_positional - n_defaults,
-                                  bool(flags & _CO_VARARGS), keyword_only, required_kw,
-                                  bool(flags & _CO_VARKEYWORDS))
+            sig = _code_signature(code, len(defaults) if defaults else 0,
+                                  tuple(kw_defaults) if kw_defaults else ())
             if len(_SIGNATURES) >= _MAX_SIGNATURES:
                 _SIGNATURES.clear()
             _SIGNATURES[key] = sig
@@ -112,6 +101,21 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
     var_keyword = any(p.kind == kind.VAR_KEYWORD for p in params)
     return _grad_signature(positional, n_required, var_positional, keyword_only, required_kw,
                            var_keyword)
+
+
+def _code_signature(code, n_defaults: int, kw_with_defaults: tuple) -> GradSignature:
+    """The signature of a function of `code` whose last `n_defaults` positional parameters and
+    whose keyword-only ones named in `kw_with_defaults` have defaults."""
+    names, n_positional, flags = code.co_varnames, code.co_argcount, code.co_flags
+    if (n_positional < len(_PLAIN) and not code.co_kwonlyargcount and not n_defaults
+            and not flags & (_CO_VARARGS | _CO_VARKEYWORDS)
+            and (n_positional == 0 or names[n_positional - 1] not in _BY_KEYWORD)):
+        return _PLAIN[n_positional]  # `def grad(dy)` and the like: the common case
+    positional = names[:n_positional]
+    keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
+    required_kw = tuple(k for k in keyword_only if k not in kw_with_defaults)
+    return _grad_signature(positional, n_positional - n_defaults, bool(flags & _CO_VARARGS),
+                           keyword_only, required_kw, bool(flags & _CO_VARKEYWORDS))
 
 
 def _grad_signature(positional, n_required, var_positional, keyword_only, required_kw,

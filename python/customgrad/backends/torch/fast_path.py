@@ -7,6 +7,7 @@ without the general path's structure handling.
 
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from ..._call import Arguments, PositionalLink, recorded_reads
 from ..._variables import recording
 from .hidden_inputs import hidden_tensors, next_node_number
 from .functions import link_apply
-from .link import guard, link
+from .link import check_versions, closure_versions, link
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,7 +65,13 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     start = next_node_number()
     # torch has no read watcher (`watching_reads()` is None): this is `run_reading`
     result, rec = recording.call(f, args)
-    outputs = None if rec.variables else _float_outputs(result)  # a read variable: `variables=`
+    outputs = None  # f's outputs where they are of this path's kind (a variable read: none)
+    if not rec.variables and type(result) is tuple and len(result) == 2 and callable(result[1]):
+        output = result[0]
+        if isinstance(output, _Tensor):
+            outputs = [output] if output.dtype.is_floating_point else None
+        else:
+            outputs = _float_outputs(output)
     hidden = None if outputs is None else hidden_tensors(outputs, args, (), start, f)
     if hidden is None or hidden:
         arguments = Arguments(f, args, {}, _BACKEND, tensors_only=True)
@@ -74,22 +81,17 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
     del output
     specs = [(a.shape, a.dtype, a.device) for a in args]
+    versions = closure_versions(grad_fn)  # `link.guard`'s eager case, with no hidden leaves
     call_link = PositionalLink(f, grad_fn, _BACKEND, specs, len(outputs), container,
-                               guard(f, grad_fn, eager=True))
+                               functools.partial(check_versions, versions, f) if versions else None)
     outputs = list(map(_detach, outputs))  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
     linked = link_apply(call_link, outputs, *map(_unwrap_if_dead, args))
     return linked[0] if container is None else container(linked)
 
 
-def _float_outputs(result) -> list[Any] | None:
-    """The output leaves of what f returned, where it is (a floating-point tensor or a flat
-    tuple or list of them, a callable grad_fn); else None."""
-    if not (type(result) is tuple and len(result) == 2 and callable(result[1])):
-        return None
-    output = result[0]
-    if isinstance(output, _Tensor):
-        return [output] if output.dtype.is_floating_point else None
+def _float_outputs(output) -> list[Any] | None:
+    """The leaves of f's output where it is a flat tuple or list of floating-point tensors."""
     if type(output) in (tuple, list) and output and all(
             [isinstance(o, _Tensor) and o.dtype.is_floating_point for o in output]):
         return list(output)
