@@ -132,6 +132,24 @@ def test_a_grad_fns_signature_follows_its_defaults_not_only_its_code():
     assert inspect_grad_fn(grad) == with_defaults and inspect_grad_fn(twin) == without
 
 
+def test_a_grad_fns_cached_signature_is_keyed_by_its_code_and_defaults_and_bounded():
+    # a plain grad_fn's signature is cached under its code alone; the same function given
+    # defaults afterwards is another key, and the cache never grows past its bound
+    from customgrad import _convention
+
+    def grad(du, dv):
+        return du
+
+    assert (_convention.inspect_grad_fn(grad).min_positional,
+            _convention.inspect_grad_fn(grad).max_positional) == (2, 2)
+    assert _convention._SIGNATURES[grad.__code__] is _convention.inspect_grad_fn(grad)
+    grad.__defaults__ = (None,)
+    assert _convention.inspect_grad_fn(grad).min_positional == 1
+    for n in range(_convention._MAX_SIGNATURES + 1):
+        _convention.inspect_grad_fn(eval(f"lambda dy{n}: dy{n}"))  # a new code object each
+    assert len(_convention._SIGNATURES) <= _convention._MAX_SIGNATURES
+
+
 # --- multiple and nested outputs -----------------------------------------------------------------
 @autodiff
 def test_tuple_output_gets_one_positional_upstream_per_output_and_upstream_keyword():
