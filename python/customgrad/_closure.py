@@ -14,8 +14,8 @@ otherwise drop.
 from __future__ import annotations
 
 import site
-import sysconfig
 import sys
+import sysconfig
 from types import ModuleType
 
 

@@ -54,8 +54,7 @@ def remat(f: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(f)
     def recomputed(*args, **kwargs):
-        with recording() as rec:
-            output = f(*args, **kwargs)
+        output, rec = recording.call(f, args, kwargs)
         variables_read, raw_values = list(rec.variables), list(rec.raw_values)
 
         def replay(args, values):

@@ -55,44 +55,23 @@ def install() -> None:
 
 
 class recording:
-    """Records the trainable floating-point variables read inside the block, and the value each
-    read returned. Blocks nest: a read inside an inner custom-gradient call is also a read of
-    the outer one. (A class with slots, not a generator: it runs on every custom-gradient call.)
+    """Records the trainable floating-point variables f reads while `recording.call` runs it, and
+    the value each read returned. Recordings nest: a read inside an inner custom-gradient call is
+    also a read of the outer one. (A class with slots: it runs on every custom-gradient call.)
 
     >>> import keras
     >>> v = keras.Variable(1.0)
-    >>> with recording() as rec:
-    ...     _ = keras.ops.add(v, 1.0)
+    >>> _, rec = recording.call(keras.ops.add, (v, 1.0))
     >>> rec.variables == [v]
     True
     """
 
     __slots__ = ("parent", "variables", "raw_values", "_seen", "losses_added")
 
-    def __enter__(self) -> recording:
-        if not _installed:
-            install()
-        self.parent = getattr(_local, "recorder", None)
-        # shared empty tuples until the first read (most calls read nothing)
-        self.variables, self.raw_values, self._seen = (), (), None
-        self.losses_added = 0
-        _local.recorder = self
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        _local.recorder = self.parent
-
     @classmethod
     def call(cls, f, args, kwargs=None) -> tuple:
-        """(f(*args, **kwargs), the recording of its reads): the block above in one call, for
-        the calls that run on every step (a `with` enters two more functions).
-
-        >>> import keras
-        >>> v = keras.Variable(1.0)
-        >>> _, rec = recording.call(keras.ops.add, (v, 1.0))
-        >>> rec.variables == [v]
-        True
-        """
+        """(f(*args, **kwargs), the recording of its reads while f ran): one call, not a
+        `with` block, which would enter two more functions on every custom-gradient call."""
         if not _installed:
             install()
         rec = cls()
