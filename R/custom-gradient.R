@@ -35,7 +35,9 @@
 #' It returns the gradient with respect to each argument of `f`: a single tensor when `f` takes one
 #' argument, else a list with one entry per argument (named lists for named-list arguments).
 #' `NULL` means a zero gradient. If `f` reads trainable `keras.Variable`s, the grad function must
-#' also take `variables` and return `list(grad_args, grad_variables)`.
+#' also take `variables` and return `list(grad_args, grad_variables)`. Gradients that do not fit
+#' (not one per argument, a shape other than the argument's) are an error of class
+#' `customgrad_error_grad_fn_result`.
 #'
 #' Arguments of the returned function that are R numbers or arrays become tensors (R doubles of
 #' the default float dtype).

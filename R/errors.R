@@ -19,9 +19,14 @@
 #'   \item{`customgrad_error_custom_gradient`}{A function given to [op_custom_gradient()] broke
 #'     its contract: it did not return `tuple(output, grad)`, or its grad function returned
 #'     gradients of the wrong number, shape or kind (also raised by the Python core, whose
-#'     message is translated to R terms).}
+#'     message is translated to R terms). The errors of the next two classes have this class
+#'     too.}
 #'   \item{`customgrad_error_grad_fn_arity`}{The grad function's arguments do not fit the upstream
 #'     rule of [op_custom_gradient()] (decided by the Python core, whose message is translated).}
+#'   \item{`customgrad_error_grad_fn_result`}{The grad function returned gradients that do not
+#'     fit the arguments of the function given to [op_custom_gradient()]: not one per argument,
+#'     a gradient of the wrong shape, or one that is not a number (decided by the Python core,
+#'     whose message is translated).}
 #'   \item{`customgrad_error_gradient_check`}{[op_check_gradients()] found a wrong gradient.
 #'     Field: `report`.}
 #'   \item{`customgrad_error_callback`}{An R function called from Python (the forward or grad
@@ -134,11 +139,16 @@ py_error <- function(e, call, bottom = NULL) {
   # condition by the Python exception's type
   specific <- if (inherits(e, "customgrad.GradFnArityError")) {
     c("grad_fn_arity", "custom_gradient")
+  } else if (inherits(e, "customgrad.GradFnResultError")) {
+    c("grad_fn_result", "custom_gradient")
   } else if (inherits(e, "customgrad.CustomGradientError")) {
     "custom_gradient"
   }
+  # the condition is the Python exception; GradFnArityError and GradFnResultError carry the
+  # name of the user's function as `function_name` (NULL where Python did not know it)
+  user_fn <- if (!is.null(specific)) e$function_name
   cg_abort(
-    py_error_lines(raw, fn, specific), c(specific, "python"), call = call,
+    py_error_lines(raw, fn, specific, user_fn), c(specific, "python"), call = call,
     python_message = raw, parent = NULL, trace = user_trace(bottom)
   )
 }
@@ -146,27 +156,28 @@ py_error <- function(e, call, bottom = NULL) {
 # The backtrace down to `bottom` (the function the user called), or NULL for rlang's own.
 user_trace <- function(bottom) if (is.null(bottom)) NULL else rlang::trace_back(bottom = bottom)
 
-# The message of a Python error, in R terms. Its first line says what went wrong: the grad
-# function did not fit the upstream gradients or returned gradients that do not fit, a function
-# given to op_custom_gradient() broke its contract, or customgrad's own check refused an argument
-# (its message is then the line); "failed in Python" only for errors of Keras or the backend.
-py_error_lines <- function(raw, fn, specific = NULL) {
+# The message of a Python error, in R terms. Its first line says what went wrong, by the
+# specific class of the error (`specific`): the grad function did not fit the upstream gradients
+# ("grad_fn_arity") or returned gradients that do not fit ("grad_fn_result"), a function given to
+# op_custom_gradient() broke its contract ("custom_gradient"), or customgrad's own check refused
+# an argument (none: its message is then the line); "failed in Python" only for errors of Keras
+# or the backend. `user_fn`: the name of the user's function, for the first two (default "f",
+# the name op_custom_gradient() gives a function it cannot name).
+py_error_lines <- function(raw, fn, specific = NULL, user_fn = NULL) {
   msg <- r_terms(raw)
   own <- grepl("^([A-Za-z_.]*(Error|Exception): )?customgrad[.:]", raw)
   if (!own) return(c(sprintf("{.fn %s} failed in Python.", fn), x = cli_escape(msg)))
   # customgrad's check of an argument: its message, which opens with the R function's name
   if (is.null(specific)) return(cli_escape(msg))
   detail <- capitalize(sub("^op_custom_gradient\\(\\): ", "", msg))
-  user_fn <- regmatches(detail, regexec("grad function of `([^`]+)\\(\\)`", detail))[[1]][2]
-  if (is.na(user_fn)) user_fn <- "f"
   headline <- if ("grad_fn_arity" %in% specific) {
     "The grad function of {.fn %s} cannot take the upstream gradients it is given."
-  } else if (grepl("grad function of `[^`]+\\(\\)` (must return|returned|was given)", detail)) {
+  } else if ("grad_fn_result" %in% specific) {
     "The grad function of {.fn %s} returned gradients that do not fit the arguments of {.fn %s}."
   } else {
     "A function given to {.fn op_custom_gradient} broke its contract."
   }
-  c(gsub("%s", user_fn, headline, fixed = TRUE), x = cli_escape(detail))
+  c(gsub("%s", cli_escape(user_fn %||% "f"), headline, fixed = TRUE), x = cli_escape(detail))
 }
 
 # Text shown as it is in a cli message (Python's messages can hold braces).

@@ -15,7 +15,7 @@ Examples:
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ._messages import CustomGradientError, GradFnArityError
+from ._messages import CustomGradientError, GradFnArityError, GradFnResultError
 from ._autodiff import grad, hvp, jvp, value_and_grad, vjp
 from ._checker import Check, GradientCheckError, GradientCheckReport, check_gradients
 from ._core import custom_gradient
@@ -25,10 +25,10 @@ from ._remat import remat
 if TYPE_CHECKING:  # what `customgrad.ops` and `customgrad.layers` are, for type checkers
     from . import layers, ops
 
-__all__ = ["custom_gradient", "CustomGradientError", "GradFnArityError", "grad", "value_and_grad",
-           "vjp", "jvp", "hvp", "check_gradients", "GradientCheckError", "GradientCheckReport",
-           "Check", "remat", "patch_keras", "unpatch_keras", "patch_tensorflow",
-           "unpatch_tensorflow", "ops", "layers"]
+__all__ = ["custom_gradient", "CustomGradientError", "GradFnArityError", "GradFnResultError",
+           "grad", "value_and_grad", "vjp", "jvp", "hvp", "check_gradients", "GradientCheckError",
+           "GradientCheckReport", "Check", "remat", "patch_keras", "unpatch_keras",
+           "patch_tensorflow", "unpatch_tensorflow", "ops", "layers"]
 __version__ = "0.1.0"
 
 

@@ -357,7 +357,9 @@ class PositionalLink:
             self.guard()
         container = self.container
         upstream = cotangents[0] if container is None else container(cotangents)
-        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, ())
+        # (compiled autograd traces this backward: the signature cache is not read then)
+        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, (),
+                              self.backend.sees_closures())
         grads = plain_gradients(result, self.input_specs, self.backend.is_tensor)
         if grads is not None:
             return grads

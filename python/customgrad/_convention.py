@@ -41,7 +41,9 @@ _BY_KEYWORD = ("upstream", "variables")
 _PLAIN = tuple(GradSignature(n, n, False, False) for n in range(8))
 _ONE = _PLAIN[1]
 # the signatures of the grad_fns seen, by code and defaults (a grad_fn is often a closure made
-# anew on every call, of one code object): written in eager calls only (see inspect_grad_fn)
+# anew on every call, of one code object): written in eager calls only (see inspect_grad_fn).
+# Keyed by id(code), not the code object: hashing a code object hashes its constants and names
+# on every lookup. Each entry holds its code object, so that id is not reused while it is there.
 _SIGNATURES: dict = {}
 _MAX_SIGNATURES = 512
 
@@ -75,15 +77,16 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
         defaults, kw_defaults = grad_fn.__defaults__, grad_fn.__kwdefaults__
         # what the signature depends on: the code, and which parameters have defaults (most
         # grad_fns have none, and their code alone is the key)
-        key = code if defaults is None and kw_defaults is None else (
-            code, len(defaults) if defaults else 0, tuple(kw_defaults) if kw_defaults else ())
-        sig = _SIGNATURES.get(key)
-        if sig is None:
-            sig = _code_signature(code, len(defaults) if defaults else 0,
-                                  tuple(kw_defaults) if kw_defaults else ())
-            if len(_SIGNATURES) >= _MAX_SIGNATURES:
-                _SIGNATURES.clear()
-            _SIGNATURES[key] = sig
+        key = id(code) if defaults is None and kw_defaults is None else (
+            id(code), len(defaults) if defaults else 0, tuple(kw_defaults) if kw_defaults else ())
+        entry = _SIGNATURES.get(key)
+        if entry is not None and entry[0] is code:
+            return entry[1]
+        sig = _code_signature(code, len(defaults) if defaults else 0,
+                              tuple(kw_defaults) if kw_defaults else ())
+        if len(_SIGNATURES) >= _MAX_SIGNATURES:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = (code, sig)
         return sig
     try:
         params = list(inspect.signature(grad_fn).parameters.values())

@@ -16,7 +16,7 @@ Examples:
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from . import _tree
 
@@ -38,11 +38,37 @@ class CustomGradientError(ValueError):
 
 class GradFnArityError(CustomGradientError):
     """grad_fn's parameters do not fit the upstream gradients (docs/convention.md, how upstream
-    gradients arrive), or it requires keywords customgrad does not pass."""
+    gradients arrive), or it requires keywords customgrad does not pass.
+
+    Attributes:
+        function_name: the name of the function given to `custom_gradient`, as messages name it
+            (`fn_name`); None where it is not known (autograph re-raises an error from inside a
+            tf.function as a new one of its class, made from the message alone).
+    """
+
+    function_name: str | None = None
+
+
+class GradFnResultError(CustomGradientError):
+    """grad_fn returned gradients that do not fit the arguments: not one per positional argument
+    (or per tensor leaf), not one per variable, a result that is not a pair (grad_xs, grad_vars)
+    when it was given variables=, a gradient that is not a number, or one of the wrong shape.
+
+    Attributes:
+        function_name: the name of the function given to `custom_gradient`, as messages name it
+            (`fn_name`); None where it is not known (the check of a ragged or sparse input's
+            gradient, on tensorflow, does not know it; autograph re-raises an error from inside
+            a tf.function as a new one of its class, made from the message alone).
+    """
+
+    function_name: str | None = None
 
 
 # tracebacks say customgrad.CustomGradientError (and R's conditions get that class)
 CustomGradientError.__module__ = GradFnArityError.__module__ = "customgrad"
+GradFnResultError.__module__ = "customgrad"
+
+_Named = TypeVar("_Named", GradFnArityError, GradFnResultError)
 
 
 def fn_name(fn, qualified: bool = True) -> str:
@@ -77,6 +103,14 @@ def grad_fn_of(f, grad_fn) -> str:
         'grad_fn `g` of `f`'
     """
     return f"grad_fn `{fn_name(grad_fn)}` of `{fn_name(f)}`"
+
+
+def _naming(f, error: _Named) -> _Named:
+    """`error`, with the name of f (the function given to custom_gradient) as its
+    `function_name`, for readers that tell errors apart by class, not by their text (the R
+    package's headline names f)."""
+    error.function_name = fn_name(f)
+    return error
 
 
 def variable_place(name: str) -> str:
@@ -116,7 +150,9 @@ def hidden_input(f, keyword: str | None = None, closed_over: str | None = None,
 
 def foreign_value(framework: str, backend: str, who: str, value, where: str) -> CustomGradientError:
     """`who` (f's name in backquotes, or `grad_fn_of`) returned a value of another framework as
-    `where` (a path such as "output[1]", or `variable_place`)."""
+    `where` (a path such as "output[1]", or `variable_place`). A plain CustomGradientError from
+    grad_fn too, not a GradFnResultError: what is wrong is the framework it computed with, as
+    for f's output, not the gradient's fit to the arguments."""
     return CustomGradientError(
         f"{_CG}: {who} returned {_tree.describe(value)} as {where}, but the Keras backend is "
         f"{backend}; a custom-gradient function and its grad_fn must compute with keras.ops (or "
@@ -169,12 +205,12 @@ def grad_fn_arity(grad_fn, f, output, n_upstream: int, required_keywords=(),
                 f"that parameter a default (variables=None).")
     else:
         also = ""
-    return GradFnArityError(
+    return _naming(f, GradFnArityError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} has the signature {signature_text(grad_fn)}, so it "
         f"cannot be called with the upstream gradients of {_tree.describe(output)} ({n_upstream} "
         f"upstream gradient{plural}). grad_fn must take one positional parameter per output leaf "
         f"({n_upstream}), or one for the whole output's upstream structure, or *args, or only "
-        f"the keyword `upstream`.{also}")
+        f"the keyword `upstream`.{also}"))
 
 
 def variables_not_accepted(f, grad_fn, names: list) -> CustomGradientError:
@@ -187,39 +223,39 @@ def variables_not_accepted(f, grad_fn, names: list) -> CustomGradientError:
 
 # -- what grad_fn returns -----------------------------------------------------------------------
 
-def variables_result_not_a_pair(f, grad_fn, result) -> CustomGradientError:
-    return CustomGradientError(
+def variables_result_not_a_pair(f, grad_fn, result) -> GradFnResultError:
+    return _naming(f, GradFnResultError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} was given variables= and must return a pair "
-        f"(grad_xs, grad_vars); received {_tree.describe(result)}.")
+        f"(grad_xs, grad_vars); received {_tree.describe(result)}."))
 
 
-def grad_vars_count(f, grad_fn, n_variables: int, grad_vars) -> CustomGradientError:
-    return CustomGradientError(
+def grad_vars_count(f, grad_fn, n_variables: int, grad_vars) -> GradFnResultError:
+    return _naming(f, GradFnResultError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} must return one gradient per variable "
-        f"({n_variables}) in grad_vars; received {_tree.describe(grad_vars)}.")
+        f"({n_variables}) in grad_vars; received {_tree.describe(grad_vars)}."))
 
 
 def grad_xs_structure(f, grad_fn, args: tuple, n_tensors: int, grad_xs,
-                      mismatch) -> CustomGradientError:
+                      mismatch) -> GradFnResultError:
     described = ", ".join(_tree.describe(a) for a in args)
-    return CustomGradientError(
+    return _naming(f, GradFnResultError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} must return one gradient per positional argument "
         f"({len(args)}: {described}) or a flat sequence of {n_tensors} (one per tensor leaf); "
-        f"received {_tree.describe(grad_xs)} ({mismatch}).")
+        f"received {_tree.describe(grad_xs)} ({mismatch})."))
 
 
-def gradient_shape(f, grad_fn, shape, where: str, expected_shape) -> CustomGradientError:
-    return CustomGradientError(
+def gradient_shape(f, grad_fn, shape, where: str, expected_shape) -> GradFnResultError:
+    return _naming(f, GradFnResultError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} returned a gradient of shape {tuple(shape)} for "
         f"{where}, which has shape {tuple(expected_shape)}; gradients must have their input's "
-        f"shape (customgrad never broadcasts or sums them for you).")
+        f"shape (customgrad never broadcasts or sums them for you)."))
 
 
-def gradient_not_a_number(f, grad_fn, grad, where: str) -> CustomGradientError:
-    return CustomGradientError(
+def gradient_not_a_number(f, grad_fn, grad, where: str) -> GradFnResultError:
+    return _naming(f, GradFnResultError(
         f"{_CG}: {grad_fn_of(f, grad_fn)} returned {_tree.describe(grad)} as the gradient for "
         f"{where}; a gradient must be a tensor, a number or a numeric numpy value (or None for "
-        f"no gradient).")
+        f"no gradient)."))
 
 
 def composite_misfit(who: str, grad, detail: str, where: str, spec, expected: str) -> str:

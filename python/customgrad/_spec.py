@@ -31,7 +31,7 @@ class TensorSpec:
     runtime_shape: Any  # a small tensor, or None
     describe_as: str = "tensor"  # in error messages
     # Specs of structured tensors (TensorFlow's ragged and sparse tensors) check a gradient
-    # themselves: check_gradient(grad, who, where) -> the gradient, or a CustomGradientError.
+    # themselves: check_gradient(grad, who, where) -> the gradient, or a GradFnResultError.
     check_gradient: Callable[[Any, str, str], Any] | None = None
 
     def __init__(self, shape: tuple[int | None, ...], dtype: Any, device: Any, floating: bool,

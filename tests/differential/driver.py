@@ -104,7 +104,7 @@ def compare(p: dict, want: dict, got: dict) -> list:
         if want["error"] != got["error"]:
             return [f"expected {want['error'] or 'no error'}, got {got['error']}: "
                     f"{(got.get('message') or '').splitlines()[0][:300] if got['error'] else ''}"]
-        if got["error"] in ("CustomGradientError", "GradFnArityError") \
+        if got["error"] in ("CustomGradientError", "GradFnArityError", "GradFnResultError") \
                 and name not in got["message"]:
             return [f"the message does not name `{name}`: {got['message'][:300]}"]
         return []

@@ -26,7 +26,9 @@ OPS = {
 }
 # the exception each fault is documented to raise (docs/convention.md, docs/gradients.md)
 FAULT_ERRORS = {"int_argnum": "TypeError", "too_many": "GradFnArityError",
-                "required_keyword": "GradFnArityError"}
+                "required_keyword": "GradFnArityError", "extra_gradients": "GradFnResultError",
+                "wrong_shape": "GradFnResultError", "string_gradient": "GradFnResultError",
+                "variable_count": "GradFnResultError"}
 DEFAULT_FAULT_ERROR = "CustomGradientError"
 
 

@@ -53,8 +53,12 @@ def test_the_driver_sees_a_wrong_gradient_a_wrong_error_and_an_unnamed_function(
     faulty = next(p for p in map(lambda i: driver.program(0, i), range(100))
                   if p["fault"] == "string_gradient")
     want = driver.expected(faulty)
+    faulty_name = f"`program_{faulty['seed']}_{faulty['index']}`"
     assert driver.compare(faulty, want, {"error": "TypeError", "message": "bare"})
-    assert driver.compare(faulty, want, {"error": "CustomGradientError", "message": "`f`"})
+    assert driver.compare(faulty, want, {"error": "CustomGradientError", "message": faulty_name})
+    assert driver.compare(faulty, want, {"error": "GradFnResultError", "message": "`f`"})
+    assert driver.compare(faulty, want, {"error": "GradFnResultError",
+                                         "message": faulty_name}) == []
 
 
 def test_the_allow_list_is_the_table_of_the_differences_page():

@@ -10,7 +10,7 @@ from helpers import log1pexp, npy, t
 from keras import ops
 
 import customgrad
-from customgrad import CustomGradientError
+from customgrad import CustomGradientError, GradFnResultError
 
 pytestmark = pytest.mark.autodiff
 
@@ -45,16 +45,20 @@ ERROR_ROWS = [
      (CustomGradientError, "must be a callable grad_fn; received a float")),
     ("grad_fn raises", cg(raising_grad), (t([1.0]),), (Raised, "inside grad_fn")),
     ("too many gradients", cg(lambda x: (x * 2.0, lambda dy: (dy, dy))), (t([1.0, 2.0]),),
-     (CustomGradientError, "received a tuple of length 2")),
+     (GradFnResultError, "received a tuple of length 2")),
     ("too few gradients", cg(lambda x, y: (x * y, lambda dy: (dy * y,))), (t([1.0]), t([2.0])),
-     (CustomGradientError, "one gradient per positional argument (2: ")),
+     (GradFnResultError, "one gradient per positional argument (2: ")),
     ("wrong structure", cg(lambda d: (d["a"] * 2.0, lambda dy: {"b": dy})), ({"a": t([1.0])},),
-     (CustomGradientError, "expected a dict with keys ['a'], received a dict with keys ['b']")),
+     (GradFnResultError, "expected a dict with keys ['a'], received a dict with keys ['b']")),
     ("wrong shape", cg(lambda x: (x * 2.0, lambda dy: ops.ones((2, 2)))), (t([1.0, 2.0]),),
-     (CustomGradientError, "returned a gradient of shape (2, 2) for args[0], which has shape "
-                           "(2,)")),
+     (GradFnResultError, "returned a gradient of shape (2, 2) for args[0], which has shape "
+                         "(2,)")),
     ("scalar gradient for a vector", cg(lambda x: (x * 2.0, lambda dy: 2.0)), (t([1.0, 2.0]),),
-     (CustomGradientError, "returned a gradient of shape () for args[0], which has shape (2,)")),
+     (GradFnResultError, "returned a gradient of shape () for args[0], which has shape (2,)")),
+    ("wrong dtype: strings", cg(lambda x: (x * 2.0, lambda dy: np.array(["a", "b"]))),
+     (t([1.0, 2.0]),),
+     (GradFnResultError, "returned a numpy array of shape (2,) and dtype str32 as the gradient for "
+                         "args[0]; a gradient must be a tensor, a number or a numeric numpy value")),
 ]
 
 
@@ -63,6 +67,23 @@ def test_bad_input_gives_a_clear_error(name, fn, args, expected):
     exc_type, message = expected
     with pytest.raises(exc_type, match=re.escape(message)):
         grad_of(fn, *args)
+
+
+@pytest.mark.parametrize("returned, message", [
+    (lambda dy: dy * 2.0, "was given variables= and must return a pair (grad_xs, grad_vars); "
+                          "received a "),
+    (lambda dy: (dy * 2.0, [dy, dy]), "must return one gradient per variable (1) in grad_vars; "
+                                      "received a list of length 2"),
+], ids=["not a pair", "one too many"])
+def test_gradients_that_do_not_fit_the_variables_are_a_result_error(returned, message):
+    v = keras.Variable(np.array([1.0, 2.0], "float32"), name="v")
+
+    def reads_v(x):
+        return x * v, lambda dy, variables=None: returned(dy)
+
+    with pytest.raises(GradFnResultError, match=re.escape(message)) as info:
+        grad_of(cg(reads_v), t([1.0, 2.0]))
+    assert info.value.function_name.endswith("<locals>.reads_v")
 
 
 def test_f_not_callable():

@@ -9,7 +9,7 @@ import pytest
 from helpers import BACKEND
 
 import customgrad
-from customgrad import CustomGradientError
+from customgrad import CustomGradientError, GradFnResultError
 
 pytestmark = [pytest.mark.autodiff, pytest.mark.backends("tensorflow")]
 
@@ -50,16 +50,16 @@ def tape_grads(loss, sources, args):
     return tape.gradient(value, sources)
 
 
-def raises(mode, match, at_run=False):
-    """The CustomGradientError expected in eager mode. Under tf.function, one found while tracing
-    is re-raised by autograph as a CustomGradientError with its trace and the same message; one
-    found only when the graph runs (`at_run`: sizes, row splits, indices) is an
-    InvalidArgumentError saying it."""
+def raises(mode, match, at_run=False, kind=CustomGradientError):
+    """The error of class `kind` (a CustomGradientError) expected in eager mode. Under
+    tf.function, one found while tracing is re-raised by autograph as one of its class with its
+    trace and the same message; one found only when the graph runs (`at_run`: sizes, row splits,
+    indices) is an InvalidArgumentError saying it."""
     if mode == "eager":
-        return pytest.raises(CustomGradientError, match=match)
+        return pytest.raises(kind, match=match)
     if at_run:
         return pytest.raises(tf.errors.InvalidArgumentError, match=match.replace("'", ""))
-    return pytest.raises(CustomGradientError, match="CustomGradientError: .*" + match)
+    return pytest.raises(kind, match=f"{kind.__name__}: .*" + match)
 
 
 def values_of(x):
@@ -261,7 +261,7 @@ def test_ragged_gradient_with_other_row_splits_is_an_error(mode):
     with raises(mode, r"grad_fn `.*grad` of `.*f` returned a tf.RaggedTensor of shape \(3, None\) "
                 r"and dtype float32 with another structure.* for args\[0\], a tf.RaggedTensor of "
                 r"shape \(3, None\) and dtype float32; expected a tf.RaggedTensor with the row "
-                r"splits of the input", at_run=True):
+                r"splits of the input", at_run=True, kind=GradFnResultError):
         run(mode, body, ragged())
 
 
@@ -299,7 +299,7 @@ def test_ragged_gradient_misfits_are_errors_naming_the_argument(mode, returned, 
     with raises(mode, rf"returned .*{received}.* for args\[0\], a tf.RaggedTensor of shape "
                 r"\(3, None\).*expected a tf.RaggedTensor with the row splits of the input "
                 r"\(ragged_rank 1, flat values of shape \((5|None),\)\) or a dense tensor of its "
-                r"flat values", at_run=at_run):
+                r"flat values", at_run=at_run, kind=GradFnResultError):
         run(mode, body, ragged(), tf.constant(2.0))
 
 
@@ -395,7 +395,7 @@ def test_sparse_gradient_with_other_indices_is_an_error(mode):
 
     with raises(mode, r"returned a tf.SparseTensor .* with another structure.* for args\[0\], a "
                 r"tf.SparseTensor of shape \(3, 3\).*expected a tf.SparseTensor with the "
-                r"indices and dense shape of the input", at_run=True):
+                r"indices and dense shape of the input", at_run=True, kind=GradFnResultError):
         run(mode, body, sparse())
 
 

@@ -133,8 +133,9 @@ def test_a_grad_fns_signature_follows_its_defaults_not_only_its_code():
 
 
 def test_a_grad_fns_cached_signature_is_keyed_by_its_code_and_defaults_and_bounded():
-    # a plain grad_fn's signature is cached under its code alone; the same function given
-    # defaults afterwards is another key, and the cache never grows past its bound
+    # a plain grad_fn's signature is cached under its code alone (by id, the entry holding the
+    # code object so that the id is not reused); the same function given defaults afterwards is
+    # another key, and the cache never grows past its bound
     from customgrad import _convention
 
     def grad(du, dv):
@@ -142,9 +143,19 @@ def test_a_grad_fns_cached_signature_is_keyed_by_its_code_and_defaults_and_bound
 
     assert (_convention.inspect_grad_fn(grad).min_positional,
             _convention.inspect_grad_fn(grad).max_positional) == (2, 2)
-    assert _convention._SIGNATURES[grad.__code__] is _convention.inspect_grad_fn(grad)
+    code, sig = _convention._SIGNATURES[id(grad.__code__)]
+    assert code is grad.__code__ and sig is _convention.inspect_grad_fn(grad)
     grad.__defaults__ = (None,)
     assert _convention.inspect_grad_fn(grad).min_positional == 1
+
+    # an entry under the id of a code object that is not the one it holds is not used (an id
+    # is reused once its object is gone)
+    def upstream_only(*, upstream):
+        return upstream
+
+    _convention._SIGNATURES[id(upstream_only.__code__)] = (grad.__code__, _convention._ONE)
+    assert _convention.inspect_grad_fn(upstream_only) is not _convention._ONE
+    assert _convention._SIGNATURES[id(upstream_only.__code__)][0] is upstream_only.__code__
     for n in range(_convention._MAX_SIGNATURES + 1):
         _convention.inspect_grad_fn(eval(f"lambda dy{n}: dy{n}"))  # a new code object each
     assert len(_convention._SIGNATURES) <= _convention._MAX_SIGNATURES

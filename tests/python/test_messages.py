@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from customgrad import _messages as msg, _tree
-from customgrad._messages import CustomGradientError, GradFnArityError
+from customgrad._messages import CustomGradientError, GradFnArityError, GradFnResultError
 from customgrad._spec import TensorSpec
 
 
@@ -221,7 +221,7 @@ def test_variables_not_accepted():
 
 def test_variables_result_not_a_pair():
     error = msg.variables_result_not_a_pair(f, grad, 1.0)
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnResultError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` was given variables= and must return '
         'a pair (grad_xs, grad_vars); received a float.'
     ))
@@ -229,7 +229,7 @@ def test_variables_result_not_a_pair():
 
 def test_grad_vars_count():
     error = msg.grad_vars_count(f, grad, 2, [1.0])
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnResultError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` must return one gradient per '
         'variable (2) in grad_vars; received a list of length 1.'
     ))
@@ -239,7 +239,7 @@ def test_grad_xs_structure():
     error = msg.grad_xs_structure(
         f, grad, (TensorSpec((2,), 'float32', None, True), 3), 1, [1.0, 2.0, 3.0],
         _tree.StructureMismatch('', 'a tuple of length 2', 'a list of length 3'))
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnResultError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` must return one gradient per '
         'positional argument (2: a tensor of shape (2,) and dtype float32, an int) or a flat '
         'sequence of 1 (one per tensor leaf); received a list of length 3 (at the top level: '
@@ -249,7 +249,7 @@ def test_grad_xs_structure():
 
 def test_gradient_shape():
     error = msg.gradient_shape(f, grad, (3,), 'args[0]', (2,))
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnResultError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` returned a gradient of shape (3,) '
         "for args[0], which has shape (2,); gradients must have their input's shape (customgrad "
         'never broadcasts or sums them for you).'
@@ -339,7 +339,7 @@ def test_torch_hidden_leaves():
 
 def test_gradient_not_a_number():
     error = msg.gradient_not_a_number(f, grad, "oops", "args[0]")
-    _pin(error, CustomGradientError, (
+    _pin(error, GradFnResultError, (
         'customgrad.custom_gradient: grad_fn `grad` of `f` returned a str as the gradient for '
         'args[0]; a gradient must be a tensor, a number or a numeric numpy value (or None for no '
         'gradient).'
@@ -690,6 +690,36 @@ def test_the_arity_error_is_a_custom_gradient_error_of_its_own_class():
 
     assert issubclass(customgrad.GradFnArityError, customgrad.CustomGradientError)
     assert customgrad.GradFnArityError.__module__ == "customgrad"
+
+
+def test_the_result_error_is_a_custom_gradient_error_of_its_own_class():
+    """Likewise for gradients that do not fit the arguments: a CustomGradientError (and a
+    ValueError) that reads as customgrad's own."""
+    import customgrad
+
+    assert issubclass(customgrad.GradFnResultError, customgrad.CustomGradientError)
+    assert not issubclass(customgrad.GradFnResultError, customgrad.GradFnArityError)
+    assert customgrad.GradFnResultError.__module__ == "customgrad"
+    assert "GradFnResultError" in customgrad.__all__
+
+
+def test_the_errors_about_grad_fn_carry_the_name_of_f():
+    """The function's name, as the message gives it, without reading the message (the R
+    package's headline names it so); None on the class, where no builder set it."""
+    class Model:
+        def call(self, x):
+            return x
+
+    built = [msg.grad_fn_arity(grad, Model.call, 1.0, 1),
+             msg.variables_result_not_a_pair(Model.call, grad, 1.0),
+             msg.grad_vars_count(Model.call, grad, 2, [1.0]),
+             msg.grad_xs_structure(Model.call, grad, (1.0,), 1, [1.0, 2.0], "a mismatch"),
+             msg.gradient_shape(Model.call, grad, (3,), "args[0]", (2,)),
+             msg.gradient_not_a_number(Model.call, grad, "oops", "args[0]")]
+    for error in built:
+        assert error.function_name.endswith(".<locals>.Model.call"), error.function_name
+        assert f"`{error.function_name}`" in str(error)
+    assert GradFnResultError("why").function_name is None
 
 
 def test_torch_hidden_tangent():

@@ -32,8 +32,9 @@ test_that("errors have the classes ?customgrad_errors documents", {
   expect_error(customgrad:::python_missing_error(), class = "customgrad_error_python_missing")
   documented <- tools::Rd_db("customgrad")[["customgrad_errors.Rd"]]
   text <- paste(as.character(documented), collapse = "")
-  for (cls in c("type", "argument", "argnums", "axis", "custom_gradient",
-                "grad_fn_arity", "gradient_check", "callback", "install", "python", "python_missing")) {
+  for (cls in c("type", "argument", "argnums", "axis", "custom_gradient", "grad_fn_arity",
+                "grad_fn_result", "gradient_check", "callback", "install", "python",
+                "python_missing")) {
     expect_match(text, paste0("\\code{customgrad_error_", cls, "}"), fixed = TRUE,
                  label = paste("?customgrad_errors documents", cls))
   }
@@ -71,7 +72,8 @@ test_that("Python's errors reach R in R terms: op_ names, lists, 1-based leaves"
   expect_no_match(conditionMessage(err), "failed in Python", fixed = TRUE)
   expect_match(err$python_message, "customgrad.grad", fixed = TRUE)
   err <- expect_error(op_grad(function(x) op_sum(extra(x)))(1),
-                      class = "customgrad_error_custom_gradient")
+                      class = "customgrad_error_grad_fn_result")
+  expect_s3_class(err, "customgrad_error_custom_gradient")
   expect_match(conditionMessage(err), "The grad function of `f()`", fixed = TRUE)
   expect_no_match(conditionMessage(err), "grad_fn|f\\.grad")
   expect_snapshot(error = TRUE, transform = mask_numbers, {
@@ -118,6 +120,44 @@ test_that("a grad function that does not fit: the first line says so, in R's wor
   expect_match(msg, "`...`, or only `upstream =`.", fixed = TRUE)
   # Python's own words stay in the condition
   expect_match(err$python_message, "*args, or only the keyword `upstream`", fixed = TRUE)
+  # gradients that do not fit: a class of their own, told by the Python exception's class
+  fits <- "returned gradients that do not fit the arguments of"
+  err <- expect_error(op_grad(short)(c(1, 2)), class = "customgrad_error_grad_fn_result")
+  expect_s3_class(err, "customgrad_error_custom_gradient")
+  expect_match(conditionMessage(err), paste("^The grad function of `f\\(\\)`", fits, "`f\\(\\)`"))
+  err <- expect_error(op_grad(function(x) op_sum(extra(x)))(1),
+                      class = "customgrad_error_grad_fn_result")
+  expect_match(conditionMessage(err), "must return one gradient per positional argument",
+               fixed = TRUE)
+  # the headline names the user's function, which Python passes along with the error
+  widen <- function(x) tuple(op_sum(x), function(dy) op_ones(c(3)))
+  widen <- op_custom_gradient(widen)
+  err <- expect_error(op_grad(widen)(c(1, 2)), class = "customgrad_error_grad_fn_result")
+  expect_match(conditionMessage(err), paste("^The grad function of `widen\\(\\)`", fits,
+                                            "`widen\\(\\)`"))
+  not_a_number <- op_custom_gradient(function(x) tuple(op_sum(x), function(dy) "oops"))
+  err <- expect_error(op_grad(not_a_number)(c(1, 2)), class = "customgrad_error_grad_fn_result")
+  expect_match(conditionMessage(err), "as the gradient for args[[1]]", fixed = TRUE)
+})
+
+test_that("the headline of a Python error follows its class, not its words", {
+  result <- c("grad_fn_result", "custom_gradient")
+  raw <- "customgrad.GradFnResultError: customgrad.custom_gradient: reworded: no verb here"
+  lines <- customgrad:::py_error_lines(raw, "op_grad", result, user_fn = "mine")
+  expect_identical(unname(lines[[1]]), paste(
+    "The grad function of {.fn mine} returned gradients that do not fit the arguments of",
+    "{.fn mine}."
+  ))
+  expect_identical(unname(lines[[2]]), "Reworded: no verb here")
+  # without the name (Python did not know it), the name op_custom_gradient() gives a function
+  lines <- customgrad:::py_error_lines(raw, "op_grad", result)
+  expect_match(lines[[1]], "^The grad function of \\{.fn f\\}")
+  # words that once chose the headline do not, without the class
+  raw <- paste("customgrad.CustomGradientError: customgrad.custom_gradient: grad_fn `f.grad`",
+               "of `f` returned x")
+  lines <- customgrad:::py_error_lines(raw, "op_grad", "custom_gradient")
+  expect_identical(unname(lines[[1]]),
+                   "A function given to {.fn op_custom_gradient} broke its contract.")
 })
 
 test_that("only errors of Keras or the backend say \"failed in Python\"", {

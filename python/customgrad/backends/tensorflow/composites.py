@@ -22,7 +22,7 @@ import tensorflow as tf
 from tensorflow.python.framework.composite_tensor import CompositeTensor
 
 from ... import _messages as msg, _tree
-from ..._messages import CustomGradientError
+from ..._messages import GradFnResultError
 from ..._spec import TensorSpec
 from .tensors import cast_like, dense_spec, dims, is_float
 
@@ -124,7 +124,7 @@ class CompositeSpec(TensorSpec):
 
     def check_gradient(self, grad: Any, who: str, where: str) -> Any:
         """What `who` (grad_fn) returned for this input (`where`), rebuilt on the input's
-        structure; a CustomGradientError when it does not fit. In a graph, what is known only
+        structure; a GradFnResultError when it does not fit. In a graph, what is known only
         when it runs (sizes, row splits, indices) is compared then: an InvalidArgumentError with
         the same message."""
 
@@ -134,22 +134,22 @@ class CompositeSpec(TensorSpec):
         if isinstance(grad, self.composite_type):
             structure = self.structure_of(grad)
             if structure is None:
-                raise CustomGradientError(misfit(" with another structure"))
+                raise GradFnResultError(misfit(" with another structure"))
             values = component(grad)
         elif isinstance(grad, tf.Tensor):
             structure, values = (), grad
         else:
-            raise CustomGradientError(misfit())
+            raise GradFnResultError(misfit())
         if not _compatible(values.shape, self.values.shape):
             what = "values" if structure else "a dense tensor"
-            raise CustomGradientError(misfit(f" ({what} of shape {dims(values.shape)})"))
+            raise GradFnResultError(misfit(f" ({what} of shape {dims(values.shape)})"))
         must_equal = []
         if self.values.runtime_shape is not None:
             must_equal.append((self.values.runtime_shape, tf.shape(values)))
         for mine, theirs in zip(self.structure, structure):
             if mine is not theirs:  # the same tensor: the common case, grad_fn kept dy's
                 if not _compatible(theirs.shape, mine.shape):
-                    raise CustomGradientError(misfit(" with another structure"))
+                    raise GradFnResultError(misfit(" with another structure"))
                 must_equal.append((mine, theirs))
         if must_equal:
             values = _when_equal(must_equal, values, misfit(" with another structure or size"))
@@ -221,7 +221,7 @@ def _when_equal(pairs, values, message):
     if tf.executing_eagerly():
         for mine, theirs in pairs:
             if mine.shape != theirs.shape or not bool(tf.reduce_all(tf.equal(mine, theirs))):
-                raise CustomGradientError(message)
+                raise GradFnResultError(message)
         return values
     # apostrophes would reach the InvalidArgumentError escaped
     message = message.replace("'", "")

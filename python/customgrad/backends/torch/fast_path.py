@@ -7,7 +7,6 @@ without the general path's structure handling.
 
 from __future__ import annotations
 
-import functools
 import operator
 import sys
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from ..._call import Arguments, PositionalLink, recorded_reads
 from ..._variables import recording
 from .hidden_inputs import hidden_tensors, next_node_number
 from .functions import link_apply
-from .link import check_versions, closure_versions, link
+from .link import link, version_guard
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,9 +51,12 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
             _functorch_active()):
         return None
+    specs = []  # (shape, dtype, device) per input, for the link's checks of grad_fn's result
     for a in args:
-        if not (isinstance(a, _Tensor) and a.requires_grad and a.dtype.is_floating_point):
+        if not (isinstance(a, _Tensor) and a.requires_grad
+                and (dtype := a.dtype).is_floating_point):
             return None
+        specs.append((a.shape, dtype, a.device))
     for cell in getattr(f, "__closure__", None) or ():
         try:
             value = cell.cell_contents
@@ -80,10 +82,8 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     del result
     container = None if isinstance(output, _Tensor) else type(output)  # tuple or list
     del output
-    specs = [(a.shape, a.dtype, a.device) for a in args]
-    versions = closure_versions(grad_fn)  # `link.guard`'s eager case, with no hidden leaves
     call_link = PositionalLink(f, grad_fn, _BACKEND, specs, len(outputs), container,
-                               functools.partial(check_versions, versions, f) if versions else None)
+                               version_guard(f, grad_fn))  # `link.guard`, with no hidden leaves
     outputs = list(map(_detach, outputs))  # the forward graph grad_fn does not use goes now
     # what Function.apply ends in, without its checks for the cases ruled out above
     linked = link_apply(call_link, outputs, *map(_unwrap_if_dead, args))

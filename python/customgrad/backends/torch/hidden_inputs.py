@@ -19,6 +19,7 @@ from ..._closure import objects_of, tensors_reachable
 
 next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next autograd node
 _AccumulateGrad = torch._C._functions.AccumulateGrad
+_Tensor = torch.Tensor
 
 
 def hidden_tensors(outputs: Any, inputs: Any, known: Any, start: Any, f: Any = None) -> list[Any]:
@@ -35,7 +36,7 @@ def hidden_tensors(outputs: Any, inputs: Any, known: Any, start: Any, f: Any = N
     """
     stack, found = [], None
     for o in outputs:
-        if isinstance(o, torch.Tensor) and o.requires_grad:
+        if isinstance(o, _Tensor) and o.requires_grad:
             node = o.grad_fn
             if node is None:  # f returned a leaf as it is
                 found = [o] if found is None else found + [o]
@@ -48,12 +49,13 @@ def hidden_tensors(outputs: Any, inputs: Any, known: Any, start: Any, f: Any = N
             if node is None:
                 continue
             if type(node) is _AccumulateGrad:
-                leaf, received = node.variable, False
+                leaf = node.variable
                 for t in inputs:
                     if t is leaf:
-                        received = True
                         break
-                if received:
+                else:
+                    leaf = None
+                if leaf is not None:  # an input's: received
                     continue
             elif node._sequence_nr() >= start:  # made by f: walked on
                 if node not in seen:

@@ -2,7 +2,7 @@
 through an autograd.Function (`functions.py`; `forward_mode.DualLink` for dual tensors) whose
 backward calls the call's `_call.Link`, which `guard` checks first: that grad_fn takes the
 hidden tensors f read, and, as autograd checks the tensors saved for backward, that none of the
-tensors grad_fn's closure holds was changed in place since the forward (`closure_versions`)."""
+tensors grad_fn's closure holds was changed in place since the forward (`version_guard`)."""
 
 from __future__ import annotations
 
@@ -105,36 +105,49 @@ def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any
     return backward.rebuild(result)
 
 
-def guard(f: Any, grad_fn: Any, hidden: Any = None, eager: Any = False) -> Any:
+def guard(f: Any, grad_fn: Any, hidden: Any = None) -> Any:
     """What the link checks before grad_fn runs (None: nothing): that grad_fn takes the hidden
-    leaves f read (in `variables=`), and that the tensors its closure holds were not changed in
-    place since the forward. `eager`: the caller knows torch.compile is not tracing."""
-    versions = closure_versions(grad_fn) if eager or not torch.compiler.is_compiling() else ()
+    leaves f read (in `variables=`), and `version_guard`'s check (eager calls only)."""
+    unchanged = None if torch.compiler.is_compiling() else version_guard(f, grad_fn)
     if hidden:
-        return _hidden_guard(f, grad_fn, hidden, versions)
-    # the common case, built on every eager call: a partial costs less than a closure
-    return functools.partial(check_versions, versions, f) if versions else None
+        return _hidden_guard(f, grad_fn, hidden, unchanged)
+    return unchanged
 
 
-def _hidden_guard(f, grad_fn, hidden, versions):
+def _hidden_guard(f, grad_fn, hidden, unchanged):
     def check():
         if not inspect_grad_fn(grad_fn).accepts_variables:
             raise hidden_leaves_error(f, grad_fn, hidden)
-        if versions:
-            check_versions(versions, f)
+        if unchanged is not None:
+            unchanged()
 
     return check
 
 
-def closure_versions(grad_fn: Any) -> list[Any]:
-    """(name, tensor, version) for each tensor grad_fn's closure holds, for `check_versions`:
-    grad_fn would compute with values changed in place, a wrong gradient and no error. Not for
-    use while torch.compile traces (compiled graphs are functional, and dynamo cannot read a
-    closure's cells): `guard` checks that, unless its caller knows the call is eager."""
+def version_guard(f: Any, grad_fn: Any) -> Any:
+    """The check that none of the tensors grad_fn's closure holds was changed in place since
+    now (None where it holds none): grad_fn would compute with the changed values, a wrong
+    gradient and no error, where autograd refuses a saved tensor changed so. Eager calls only
+    (compiled graphs are functional, and dynamo cannot read a closure's cells). Runs on every
+    eager call: a partial, which costs less than a closure.
+
+    >>> def scale(x, t):
+    ...     return x * t, lambda dy: dy * t
+    >>> x, t = torch.ones(2), torch.ones(2)
+    >>> check = version_guard(scale, scale(x, t)[1])
+    >>> check()  # t unchanged: nothing to say
+    >>> _ = t.mul_(2.0)
+    >>> check()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: customgrad.custom_gradient: `t`, a tensor the grad_fn of `scale` uses ...
+    >>> version_guard(scale, lambda dy: dy) is None  # a grad_fn that holds no tensor
+    True
+    """
     cells = getattr(grad_fn, "__closure__", None)
     if not cells:
-        return []
-    versions = []
+        return None
+    versions = []  # (name, tensor, its version now), for `check_versions`
     for name, cell in zip(grad_fn.__code__.co_freevars, cells):
         try:
             value = cell.cell_contents
@@ -142,11 +155,11 @@ def closure_versions(grad_fn: Any) -> list[Any]:
             continue
         if isinstance(value, torch.Tensor):
             versions.append((name, value, value._version))
-    return versions
+    return functools.partial(check_versions, versions, f) if versions else None
 
 
 def check_versions(versions: Any, f: Any) -> None:
-    """Raises if a tensor of `closure_versions` was changed in place since."""
+    """Raises if a tensor of `version_guard`'s list was changed in place since."""
     for name, tensor, version in versions:
         if tensor._version != version:
             raise msg.torch_modified_in_place(f, name, tensor.shape, version, tensor._version)
