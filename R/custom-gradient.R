@@ -96,17 +96,24 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
   if (!grepl("^[A-Za-z._][A-Za-z0-9._]*$", fname)) fname <- "f"
 
   user_call <- as.call(list(as.name(fname)))
+  # keras3's tuple(output, grad) goes to the bridge as f returned it: the bridge takes the common
+  # one (a tensor and an R function) apart itself, and hands any other back to `split_res`
   forward <- function(...) in_callback({
-    pair <- split_output_grad(f(...), user_call)
-    list(to_py(pair[[1]]), grad_for_python(pair[[2]]))
+    res <- f(...)
+    if (inherits(res, "python.builtin.tuple")) res else output_grad_for_python(res, user_call)
   })
+  split_res <- function(res) in_callback(output_grad_for_python(res, user_call))
 
   decorated <- NULL
   python_function <- function() {
     if (is.null(decorated)) {
       decorated <<- with_py_errors(
-        py_mod("bridge")$custom_gradient(forward, name = fname,
-                                         forward_mode = isTRUE(forward_mode)),
+        py_mod("bridge")$custom_gradient(
+          forward, name = fname, forward_mode = isTRUE(forward_mode),
+          # a callable that leaves its argument unconverted: `res` is the tuple f returned
+          r_split = reticulate::r_to_py(split_res, convert = FALSE),
+          r_signature_of = grad_signature, r_call = call_grad
+        ),
         user_call
       )
     }
@@ -152,15 +159,42 @@ split_output_grad <- function(res, call) {
   res
 }
 
+# f's result as Python receives it: list(output, grad), the output converted by to_py() and grad
+# by grad_for_python().
+output_grad_for_python <- function(res, call) {
+  pair <- split_output_grad(res, call)
+  list(to_py(pair[[1]]), grad_for_python(pair[[2]]))
+}
+
 # What Python receives as grad_fn: an R function (split_output_grad() found it also behind the
-# Python callable tuple() made of it) as list(wrapped function, formal names, which have
-# defaults), from which the bridge builds a callable with the mirrored signature; a Python
-# callable as it is.
+# Python callable tuple() made of it) as list(the function, its signature), from which the
+# bridge builds a callable called through call_grad(); a Python callable as it is.
 grad_for_python <- function(grad) {
   if (is_py_object(grad)) return(grad)
-  formal_list <- formals(grad)
-  list(wrap_r_function(grad), as.list(names(formal_list)),
-       as.list(unname(!vapply(formal_list, is_missing_default, logical(1)))))
+  list(grad, grad_signature(grad))
+}
+
+# The Python signature mirroring an R function's formals (the bridge's r_signature()). A grad
+# function is made anew at every step, by the same `function(...)` expression, so each one has
+# the same formals object as the one before: the signatures of the last 16 formals are kept here
+# (cheaper than formals' names and defaults sent to Python every step). identical() compares the
+# formals themselves (at once when they are the same object), so a cached signature is only
+# ever used for formals equal to those it was made of.
+grad_signature <- function(fn) {
+  formal_list <- formals(fn)
+  cached <- .cg$grad_signatures
+  for (entry in cached) if (identical(entry[[1L]], formal_list)) return(entry[[2L]])
+  has_default <- !vapply(formal_list, is_missing_default, logical(1))
+  sig <- bridge_fn("r_signature")(as.list(names(formal_list)), as.list(unname(has_default)))
+  .cg$grad_signatures <- c(list(list(formal_list, sig)), utils::head(cached, 15L))
+  sig
 }
 
 is_missing_default <- function(x) identical(x, quote(expr = ))
+
+# Calls an R grad function for the bridge: its result converted by to_py(), its errors kept for
+# the R caller (wrap_r_function()'s rule, without a wrapper made at every step).
+call_grad <- function(.grad, ...) {
+  f <- .grad
+  in_callback(to_py(f(...)))
+}

@@ -57,32 +57,55 @@ def r_signature(formals, has_default) -> RSignature:
 
 
 class RGradFn:
-    """An R grad function as customgrad sees it: called with what its R formals ask for."""
+    """An R grad function as customgrad sees it: called with what its R formals ask for.
 
-    __slots__ = ("r_fn", "__signature__", "__name__", "__qualname__")
+    `r_fn` is the R function itself (the capsule reticulate keeps of it), called through
+    `r_call(r_fn, *args, **kwargs)`: one R function, made once per `custom_gradient()`, that
+    converts the result and keeps R errors for the R caller, so no R wrapper is made and handed to
+    Python every step.
+    """
 
-    def __init__(self, r_fn, signature, name):
+    __slots__ = ("r_fn", "r_call", "__signature__", "__name__", "__qualname__")
+
+    def __init__(self, r_fn, signature, name, r_call):
         self.r_fn = r_fn
+        self.r_call = r_call
         self.__signature__ = signature
         self.__name__ = self.__qualname__ = name
 
     def __call__(self, *args, **kwargs):
-        return self.r_fn(*args, **kwargs)
+        return self.r_call(self.r_fn, *args, **kwargs)
 
 
-def custom_gradient(r_forward, name="f", forward_mode=False):
+def custom_gradient(r_forward, name="f", forward_mode=False, *, r_split, r_signature_of, r_call):
     """customgrad.custom_gradient for an R forward.
 
-    `r_forward(*args)` (an R function) returns `[output, grad]` where grad is either a Python
-    callable (used as it is) or `[r_grad, formals, has_default]`: the R grad function (wrapped so
-    that its result is converted and its errors kept for the R caller) and its formals.
+    `r_forward(*args)` (an R function) returns what the user's f returned when that is a Python
+    tuple (keras3's `tuple(output, grad)`), else `[output, grad]`, checked and converted by R. The
+    common tuple, a tensor (which R's conversion would leave as it is) and a callable reticulate
+    made of an R function, is taken apart here, so R makes no call into Python for it; any other
+    tuple goes back to `r_split(res)` (R's check and conversion, errors included). In
+    `[output, grad]`, grad is either a Python callable (used as it is) or `[r_grad, signature]`:
+    a callable made of the R grad function and the signature `r_signature()` made of its formals.
+    `r_signature_of(r_fn)` (R) gives that signature for an R function, and `r_call` calls one
+    (see `RGradFn`).
     """
+    from keras import ops
+
+    is_tensor = ops.is_tensor
+    grad_name = f"{name}.grad"
 
     def forward(*args):
-        output, grad = r_forward(*args)
+        res = r_forward(*args)
+        if isinstance(res, tuple):
+            r_grad = r_function_of(res[1]) if len(res) == 2 and is_tensor(res[0]) else None
+            if r_grad is not None:
+                return res[0], RGradFn(r_grad, r_signature_of(r_grad), grad_name, r_call)
+            res = r_split(res)
+        output, grad = res
         if isinstance(grad, (list, tuple)):
-            r_grad, formals, has_default = grad
-            grad = RGradFn(r_grad, r_signature(formals, has_default), f"{name}.grad")
+            r_grad, signature = grad
+            grad = RGradFn(r_function_of(r_grad), signature, grad_name, r_call)
         return output, grad
 
     forward.__name__ = forward.__qualname__ = name

@@ -43,6 +43,37 @@ for (style in names(grad_styles)) {
   })
 }
 
+test_that("each step's grad function is called by its own formals, in a tuple or a list", {
+  skip_without_python()
+  # the bridge takes tuple(tensor, R function) apart itself and keeps the signatures of recent
+  # formals: grad functions of other formals from the same f, step after step, are each called
+  # by their own (function(dy1, dy2) cannot take a single output's upstream gradient)
+  styles <- list(
+    function(x) tuple(op_sum(x * 2), function(dy) dy * op_ones(c(2)) * 3),
+    function(x) tuple(op_sum(x * 2), function(..., upstream = NULL) (upstream %||% ..1) * op_ones(c(2)) * 4),
+    function(x) list(op_sum(x * 2), function(upstream) upstream * op_ones(c(2)) * 5),
+    function(x) tuple(op_sum(x * 2), function(dy1, dy2) dy1)
+  )
+  which <- 1L
+  f <- op_custom_gradient(function(x) styles[[which]](x))
+  for (round in 1:2) {
+    for (which in 1:3) expect_equal(num(op_grad(f)(c(1, 2))), rep(which + 2, 2))
+    which <- 4L
+    expect_error(op_grad(f)(c(1, 2)), class = "customgrad_error_grad_fn_arity")
+  }
+  # a tuple the bridge hands back to R: an R number as the output (a tensor of the float dtype),
+  # a Python callable as grad
+  number <- op_custom_gradient(function(x) tuple(3, function(dy) op_ones(c(2)) * 7))
+  expect_equal(num(number(c(1, 2))), 3)
+  expect_identical(customgrad:::py_mod("keras")$backend$standardize_dtype(number(c(1, 2))$dtype),
+                   config_floatx())
+  expect_equal(num(op_grad(function(x) number(x) * op_sum(x))(c(1, 2))), c(10, 10))
+  python_grad <- op_custom_gradient(function(x) {
+    tuple(op_sum(x), reticulate::py_eval("lambda dy: dy * 6.0"))
+  })
+  expect_equal(num(op_grad(python_grad)(2)), 6)
+})
+
 test_that("upstream = and ..1 both carry the upstream gradient (scaled by the loss)", {
   skip_without_python()
   by_keyword <- op_custom_gradient(function(x) {
