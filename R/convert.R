@@ -35,10 +35,17 @@ r_tensor <- function(x) {
 }
 
 # An R function handed to Python (op_grad, op_vjp, ...): its results are converted and its
-# errors kept for the R caller.
+# errors kept for the R caller, by call_r_function().
 wrap_r_function <- function(f) {
   force(f)
-  function(...) in_callback(to_py(f(...)))
+  function(...) call_r_function(f, ...)
+}
+
+# Calls an R function for Python: its result converted by to_py(), its errors kept for the R
+# caller. The bridge calls R grad functions through it directly, with no wrapper made per step.
+call_r_function <- function(.f, ...) {
+  f <- .f  # an error's call reads f(...)
+  in_callback(to_py(f(...)))
 }
 
 is_py_object <- function(x) inherits(x, "python.builtin.object")

@@ -112,7 +112,7 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
           forward, name = fname, forward_mode = isTRUE(forward_mode),
           # a callable that leaves its argument unconverted: `res` is the tuple f returned
           r_split = reticulate::r_to_py(split_res, convert = FALSE),
-          r_signature_of = grad_signature, r_call = call_grad
+          r_signature_of = grad_signature, r_call = call_r_function
         ),
         user_call
       )
@@ -168,7 +168,7 @@ output_grad_for_python <- function(res, call) {
 
 # What Python receives as grad_fn: an R function (split_output_grad() found it also behind the
 # Python callable tuple() made of it) as list(the function, its signature), from which the
-# bridge builds a callable called through call_grad(); a Python callable as it is.
+# bridge builds a callable called through call_r_function(); a Python callable as it is.
 grad_for_python <- function(grad) {
   if (is_py_object(grad)) return(grad)
   list(grad, grad_signature(grad))
@@ -191,10 +191,3 @@ grad_signature <- function(fn) {
 }
 
 is_missing_default <- function(x) identical(x, quote(expr = ))
-
-# Calls an R grad function for the bridge: its result converted by to_py(), its errors kept for
-# the R caller (wrap_r_function()'s rule, without a wrapper made at every step).
-call_grad <- function(.grad, ...) {
-  f <- .grad
-  in_callback(to_py(f(...)))
-}

@@ -24,7 +24,18 @@ _CG = "customgrad.custom_gradient"
 
 
 class CustomGradientError(ValueError):
-    """A function given to `customgrad.custom_gradient` broke its contract."""
+    """A function given to `customgrad.custom_gradient` broke its contract.
+
+    Attributes:
+        function_name: the name of that function, as messages name it (`fn_name`), on the
+            errors of grad_fn's arity and result (`GradFnArityError`, `GradFnResultError`), for
+            readers that tell errors apart by class, not by their text; None where it is not
+            known (autograph re-raises an error from inside a tf.function as a new one of its
+            class, made from the message alone; tensorflow's check of a ragged or sparse input's
+            gradient is not given the function).
+    """
+
+    function_name: str | None = None
 
     # Exception's own __init__ (ValueError's does the same): TensorFlow's autograph re-raises an
     # error raised while tracing a tf.function as its own type only when the type's __init__ is
@@ -38,37 +49,20 @@ class CustomGradientError(ValueError):
 
 class GradFnArityError(CustomGradientError):
     """grad_fn's parameters do not fit the upstream gradients (docs/convention.md, how upstream
-    gradients arrive), or it requires keywords customgrad does not pass.
-
-    Attributes:
-        function_name: the name of the function given to `custom_gradient`, as messages name it
-            (`fn_name`); None where it is not known (autograph re-raises an error from inside a
-            tf.function as a new one of its class, made from the message alone).
-    """
-
-    function_name: str | None = None
+    gradients arrive), or it requires keywords customgrad does not pass."""
 
 
 class GradFnResultError(CustomGradientError):
     """grad_fn returned gradients that do not fit the arguments: not one per positional argument
     (or per tensor leaf), not one per variable, a result that is not a pair (grad_xs, grad_vars)
-    when it was given variables=, a gradient that is not a number, or one of the wrong shape.
-
-    Attributes:
-        function_name: the name of the function given to `custom_gradient`, as messages name it
-            (`fn_name`); None where it is not known (the check of a ragged or sparse input's
-            gradient, on tensorflow, does not know it; autograph re-raises an error from inside
-            a tf.function as a new one of its class, made from the message alone).
-    """
-
-    function_name: str | None = None
+    when it was given variables=, a gradient that is not a number, or one of the wrong shape."""
 
 
 # tracebacks say customgrad.CustomGradientError (and R's conditions get that class)
 CustomGradientError.__module__ = GradFnArityError.__module__ = "customgrad"
 GradFnResultError.__module__ = "customgrad"
 
-_Named = TypeVar("_Named", GradFnArityError, GradFnResultError)
+_Named = TypeVar("_Named", bound=CustomGradientError)
 
 
 def fn_name(fn, qualified: bool = True) -> str:
