@@ -71,7 +71,7 @@ def _torch_rows() -> dict:
 
     def link_function(x):
         y, grad_fn = f(x)
-        return fast_path.link_apply(lambda c: [grad_fn(c[0])], [y.detach()], x)[0]
+        return fast_path.link_apply(lambda c, _eager: [grad_fn(c[0])], [y.detach()], x)[0]
 
     def linked(x, grad_fn, y, guard=None):
         call_link = PositionalLink(f, grad_fn, backend, [(x.shape, x.dtype, x.device)], 1, None,
@@ -84,17 +84,17 @@ def _torch_rows() -> dict:
 
     def guarded(x):
         y, grad_fn = f(x)
-        return linked(x, grad_fn, y, link.guard(f, grad_fn, eager=True))
+        return linked(x, grad_fn, y, link.guard(f, grad_fn))
 
     def reading(x):
         (y, grad_fn), _ = run_reading(backend, f, (x,))
-        return linked(x, grad_fn, y, link.guard(f, grad_fn, eager=True))
+        return linked(x, grad_fn, y, link.guard(f, grad_fn))
 
     def walked(x):
         start = hidden_inputs.next_node_number()
         (y, grad_fn), _ = run_reading(backend, f, (x,))
         hidden_inputs.hidden_tensors([y], (x,), (), start, f)
-        return linked(x, grad_fn, y, link.guard(f, grad_fn, eager=True))
+        return linked(x, grad_fn, y, link.guard(f, grad_fn))
 
     steps = [impls.implementations()["floor"]["softplus"], as_written, link_function,
              positional_link, guarded, reading, walked,

@@ -82,20 +82,28 @@ def _vjp(f: Callable[..., Any], primals: tuple, has_aux: bool, reusable: bool) -
 
     def flat_fn(*diff_values):
         result, aux = _call_on(f, primals, leaves, diff, diff_values, has_aux, "customgrad")
-        if has_aux:
-            structure["aux"] = aux
         structure["out"] = result
         out_leaves = _tree.flatten(result)
         structure["n_out"] = len(out_leaves)
-        # aux goes out as extra outputs (with zero cotangents): under jax.vjp anything kept
-        # aside from the traced function would be a leaked tracer
-        return out_leaves + (_tree.flatten(aux) if has_aux else [])
+        if not has_aux:
+            return out_leaves
+        # aux's tensors go out as extra outputs (with zero cotangents): under jax.vjp a tensor
+        # kept aside from the traced function would be a leaked tracer. Its other leaves (a
+        # name, a count) are kept aside, as jax.vjp keeps them: no autodiff takes them.
+        aux_leaves = _tree.flatten(aux)
+        tensors = [i for i, leaf in enumerate(aux_leaves) if B.tensor_value(leaf) is not None]
+        structure["aux"], structure["aux_leaves"], structure["aux_tensors"] = (
+            aux, aux_leaves, tensors)
+        return out_leaves + [aux_leaves[i] for i in tensors]
 
     all_leaves, back = B.vjp_flat(flat_fn, [values[i] for i in diff], reusable)
     n_out = structure["n_out"]
     outputs = _tree.unflatten(structure["out"], all_leaves[:n_out])
     if has_aux:
-        structure["aux"] = _tree.unflatten(structure["aux"], all_leaves[n_out:])
+        aux_leaves = list(structure["aux_leaves"])
+        for i, value in zip(structure["aux_tensors"], all_leaves[n_out:]):
+            aux_leaves[i] = value
+        structure["aux"] = _tree.unflatten(structure["aux"], aux_leaves)
 
     def vjp_fn(cotangents):
         try:

@@ -206,12 +206,15 @@ class Backward:
         self.flat_output = (type(output) if type(output) in (tuple, list)
                             and _tree.all_leaves(output) else None)
 
-    def gradients(self, cotangents, variables=(), variable_values=()) -> tuple[list, list]:
+    def gradients(self, cotangents, variables=(), variable_values=(),
+                  introspect: bool | None = None) -> tuple[list, list]:
         """Calls grad_fn with one upstream gradient (or None) per output leaf.
 
         Args:
             cotangents: one upstream gradient (or None: zeros) per output leaf.
             variables: what grad_fn receives in `variables=`; variable_values: their values.
+            introspect: whether grad_fn's signature may be read whole and cached (see
+                `_convention.inspect_grad_fn`); None: the backend's `sees_closures()` says.
 
         Returns:
             (one gradient or None per tensor leaf, one gradient or None per variable), each
@@ -229,8 +232,9 @@ class Backward:
                 else:
                     filled.append(ct)
             upstream, output = self.rebuild(filled), self.output
-        result = call_grad_fn(self.grad_fn, self.f, output, upstream, variables,
-                              self.backend.sees_closures())
+        if introspect is None:
+            introspect = self.backend.sees_closures()
+        result = call_grad_fn(self.grad_fn, self.f, output, upstream, variables, introspect)
         return checked_gradients(self, result, variables, variable_values)
 
     @property
@@ -298,8 +302,9 @@ class Link:
         return Link(self.backward, self.outputs, self.inputs, self.variables,
                     self.variable_values, tuple(wanted), self.guard)
 
-    def __call__(self, cotangents) -> list:
-        """The gradients of `inputs`, then those of `wanted`, in that order (None: zero)."""
+    def __call__(self, cotangents, introspect: bool | None = None) -> list:
+        """The gradients of `inputs`, then those of `wanted`, in that order (None: zero).
+        `introspect`: the autodiff says whether it runs eagerly (see `Backward.gradients`)."""
         if self.guard is not None:
             self.guard()
         if self.outputs is not None:
@@ -308,7 +313,7 @@ class Link:
                 full[j] = ct
             cotangents = full
         input_grads, var_grads = self.backward.gradients(cotangents, self.variables,
-                                                         self.variable_values)
+                                                         self.variable_values, introspect)
         grads = input_grads if self.inputs is None else [input_grads[k] for k in self.inputs]
         if self.wanted:
             by_id = {id(v): g for v, g in zip(self.variable_values, var_grads)}
@@ -351,15 +356,16 @@ class PositionalLink:
                                       index, specs, every, output, None, NO_READS, True)
         return self._backward
 
-    def __call__(self, cotangents) -> list:
-        """One gradient per input, from one upstream per output (None: zero)."""
+    def __call__(self, cotangents, introspect: bool | None = None) -> list:
+        """One gradient per input, from one upstream per output (None: zero). `introspect`:
+        as `Link`'s (compiled autograd can trace the backward of an eager call)."""
         if self.guard is not None:
             self.guard()
         container = self.container
         upstream = cotangents[0] if container is None else container(cotangents)
-        # (compiled autograd traces this backward: the signature cache is not read then)
-        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, (),
-                              self.backend.sees_closures())
+        if introspect is None:
+            introspect = self.backend.sees_closures()
+        result = call_grad_fn(self.grad_fn, self.f, upstream, upstream, (), introspect)
         grads = plain_gradients(result, self.input_specs, self.backend.is_tensor)
         if grads is not None:
             return grads

@@ -41,9 +41,10 @@ _BY_KEYWORD = ("upstream", "variables")
 _PLAIN = tuple(GradSignature(n, n, False, False) for n in range(8))
 _ONE = _PLAIN[1]
 # the signatures of the grad_fns seen, by code and defaults (a grad_fn is often a closure made
-# anew on every call, of one code object): written in eager calls only (see inspect_grad_fn).
-# Keyed by id(code), not the code object: hashing a code object hashes its constants and names
-# on every lookup. Each entry holds its code object, so that id is not reused while it is there.
+# anew on every call, of one code object), or by the `__signature__` object a callable states:
+# written in eager calls only (see inspect_grad_fn). Keyed by id(code), not the code object:
+# hashing a code object hashes its constants and names on every lookup. Each entry holds its
+# code or signature object, so that id is not reused while it is there.
 _SIGNATURES: dict = {}
 _MAX_SIGNATURES = 512
 
@@ -82,17 +83,35 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
         entry = _SIGNATURES.get(key)
         if entry is not None and entry[0] is code:
             return entry[1]
-        sig = _code_signature(code, len(defaults) if defaults else 0,
-                              tuple(kw_defaults) if kw_defaults else ())
-        if len(_SIGNATURES) >= _MAX_SIGNATURES:
-            _SIGNATURES.clear()
-        _SIGNATURES[key] = (code, sig)
-        return sig
+        return _remember(key, code, _code_signature(code, len(defaults) if defaults else 0,
+                                                    tuple(kw_defaults) if kw_defaults else ()))
+    signature = getattr(grad_fn, "__signature__", None)
+    if introspect and isinstance(signature, inspect.Signature):
+        # a callable that states its signature (the R package's grad functions, made anew every
+        # step with one signature object per R formals): read once per signature object
+        entry = _SIGNATURES.get(id(signature))
+        if entry is not None and entry[0] is signature:
+            return entry[1]
+        return _remember(id(signature), signature,
+                         _parameters_signature(list(signature.parameters.values())))
     try:
         params = list(inspect.signature(grad_fn).parameters.values())
     except (TypeError, ValueError):
         # Builtins and some C callables have no signature: one upstream per output, positionally.
         return GradSignature(0, None, False, False)
+    return _parameters_signature(params)
+
+
+def _remember(key, owner, sig: GradSignature) -> GradSignature:
+    """`sig`, kept in `_SIGNATURES` under `key` with the object it was read from."""
+    if len(_SIGNATURES) >= _MAX_SIGNATURES:
+        _SIGNATURES.clear()
+    _SIGNATURES[key] = (owner, sig)
+    return sig
+
+
+def _parameters_signature(params: list) -> GradSignature:
+    """The signature of a callable of these `inspect.Parameter`s."""
     kind, empty = inspect.Parameter, inspect.Parameter.empty
     positional_params = [p for p in params
                          if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)]

@@ -30,12 +30,29 @@ class CustomGradientError(ValueError):
         function_name: the name of that function, as messages name it (`fn_name`), on the
             errors of grad_fn's arity and result (`GradFnArityError`, `GradFnResultError`), for
             readers that tell errors apart by class, not by their text; None where it is not
-            known (autograph re-raises an error from inside a tf.function as a new one of its
-            class, made from the message alone; tensorflow's check of a ragged or sparse input's
-            gradient is not given the function).
+            known (tensorflow's check of a ragged or sparse input's gradient is not given the
+            function).
     """
 
-    function_name: str | None = None
+    _function_name: str | None = None
+
+    @property
+    def function_name(self) -> str | None:
+        # autograph re-raises an error from inside a tf.function as a new one of its class,
+        # made from a message that quotes the original, which it raises while handling it
+        error: BaseException | None = self
+        while isinstance(error, CustomGradientError):
+            if error._function_name is not None:
+                return error._function_name
+            context = error.__context__
+            if type(context) is not type(error) or str(context) not in str(error):
+                return None
+            error = context
+        return None
+
+    @function_name.setter
+    def function_name(self, name: str | None) -> None:
+        self._function_name = name
 
     # Exception's own __init__ (ValueError's does the same): TensorFlow's autograph re-raises an
     # error raised while tracing a tf.function as its own type only when the type's __init__ is

@@ -2,8 +2,9 @@
 (positional or keyword argument, closure cell, object attribute, list or dict element, a
 variable, a parameter swapped in functionally), each with and without f's own input
 differentiated too, under every transform the backend has (reverse mode eager and compiled,
-second order, jacobians, forward mode, per-sample gradients; the framework's API and
-customgrad's). Each cell compares customgrad with plain autodiff of the same body and is
+compiled autograd's traced backward of an eager forward, second order, jacobians, forward mode,
+per-sample gradients; the framework's API and customgrad's). Each cell compares customgrad
+with plain autodiff of the same body and is
 
     ok       grad_fn's value (which is SCALE times plain autodiff's)
     autodiff plain autodiff's value for a value grad_fn's gradient does not reach: autodiff
@@ -384,13 +385,16 @@ def torch_transforms():
             return [_np(v) for v in torch.utils._pytree.tree_leaves(out)]
         return run
 
-    def tape(second_order=False, compiled=False, fullgraph=False):
+    def tape(second_order=False, compiled=False, fullgraph=False, compiled_backward=False):
         def run(fn, x, p, own):
             x = x.clone().requires_grad_(own)
             p = p.clone().requires_grad_(True)
             if compiled:
                 fn = torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)
             loss = (fn(x, p) * tensor(W)).sum()
+            if compiled_backward:
+                with compiled_autograd():
+                    return _torch_gradients(loss, (x, p) if own else (p,), second_order)
             return _torch_gradients(loss, (x, p) if own else (p,), second_order)
         return run
 
@@ -414,6 +418,7 @@ def torch_transforms():
         "grad of grad": tape(second_order=True),
         "torch.compile": tape(compiled=True),
         "torch.compile(fullgraph)": tape(compiled=True, fullgraph=True),
+        "compiled autograd": tape(compiled_backward=True),
         "func.grad": func(lambda fn, a, t, n: torch.func.grad(
             _scalar_loss(fn), argnums=n)(*a)),
         "func.vjp": func(lambda fn, a, t, n: torch.func.vjp(fn, *a)[1](tensor(W))),
@@ -477,7 +482,19 @@ def tensorflow_transforms():
 TRANSFORMS = {"jax": jax_transforms, "torch": torch_transforms,
               "tensorflow": tensorflow_transforms}
 # the transforms a stateful route (a variable differentiated itself) runs under
-STATEFUL_TRANSFORMS = {"torch": ("backward", "grad of grad"),
+def compiled_autograd():
+    """torch's compiled autograd around a backward of an eager forward: dynamo traces the
+    backward graph, the backward of each custom-gradient call's link included."""
+    import torch
+    from torch._dynamo import compiled_autograd as module
+
+    # `enable` until torch 2.12, `_enable` since (the context manager torch's own tests use)
+    enable = getattr(module, "enable", None) or module._enable
+    torch._dynamo.reset()
+    return enable(torch.compile(backend="eager"))
+
+
+STATEFUL_TRANSFORMS = {"torch": ("backward", "grad of grad", "compiled autograd"),
                        "tensorflow": ("tape", "tape in tf.function", "tape around tf.function",
                                       "second order")}
 
@@ -535,6 +552,9 @@ def stateful_run(backend, transform, make, custom, own):
     if backend == "torch":
         x = _constant(X).requires_grad_(own)
         loss = (fn(x) * _constant(W)).sum()
+        if transform == "compiled autograd":
+            with compiled_autograd():
+                return _torch_gradients(loss, (x, target) if own else (target,), second_order)
         return _torch_gradients(loss, (x, target) if own else (target,), second_order)
     import tensorflow as tf
 

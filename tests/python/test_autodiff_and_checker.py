@@ -55,6 +55,21 @@ def test_value_and_grad_and_has_aux():
     np.testing.assert_array_equal(npy(g2), [12.0, 16.0])
 
 
+def test_aux_may_hold_what_is_not_a_tensor():
+    """As jax.grad's and jax.vjp's: aux's names, counts and None come back as they are, its
+    tensors as values, on every backend."""
+    def f(x):
+        return ops.sum(x ** 2), {"name": "loss", "steps": 3, "none": None, "norm": ops.sum(x)}
+
+    g, aux = customgrad.grad(f, has_aux=True)(t([3.0, 4.0]))
+    np.testing.assert_array_equal(npy(g), [6.0, 8.0])
+    assert (aux["name"], aux["steps"], aux["none"]) == ("loss", 3, None)
+    assert float(npy(aux["norm"])) == 7.0
+    _, vjp_fn, aux = customgrad.vjp(f, t([1.0, 2.0]), has_aux=True)
+    assert aux["name"] == "loss" and float(npy(aux["norm"])) == 3.0
+    np.testing.assert_array_equal(npy(vjp_fn(t(1.0))[0]), [2.0, 4.0])
+
+
 def test_vjp_with_nested_outputs_and_keyword_arguments():
     def f(x, *, scale):
         return {"a": x * scale, "b": (ops.sum(x), x ** 2)}

@@ -6,7 +6,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from helpers import log1pexp, npy, t
+from helpers import log1pexp, native_grad, npy, t
 from keras import ops
 
 import customgrad
@@ -129,3 +129,30 @@ def test_large_float16_tensor():
     assert keras.backend.standardize_dtype(x.dtype) == "float16" and g.shape == (2**20,)
     assert np.isfinite(g).all()
     assert g[0] == 0.0 and g[-1] == 1.0
+
+
+@pytest.mark.backends("tensorflow")
+def test_the_name_of_f_survives_autograph():
+    """Inside a tf.function, autograph re-raises the error as a new one of its class, made
+    from the message alone: the name is still the one the original error carried."""
+    import tensorflow as tf
+
+    @customgrad.custom_gradient
+    def misfit(x):
+        return x * 2.0, lambda dy: (dy, dy)  # two gradients for one input
+
+    step = tf.function(lambda x: native_grad(lambda v: ops.sum(misfit(v)), x))
+    with pytest.raises(GradFnResultError) as caught:
+        step(tf.constant([1.0, 2.0]))
+    assert caught.value._function_name is None  # autograph's copy, not the original
+    assert caught.value.function_name.endswith("misfit"), caught.value.function_name
+    # an unrelated error raised while handling a named one is not given its name
+    try:
+        try:
+            named = GradFnResultError("named")
+            named.function_name = "misfit"
+            raise named
+        except GradFnResultError:
+            raise GradFnResultError("another") from None
+    except GradFnResultError as other:
+        assert other.function_name is None

@@ -161,6 +161,36 @@ def test_a_grad_fns_cached_signature_is_keyed_by_its_code_and_defaults_and_bound
     assert len(_convention._SIGNATURES) <= _convention._MAX_SIGNATURES
 
 
+def test_a_callable_that_states_its_signature_is_read_once_per_signature_object():
+    # (the R package's grad functions: a callable object made every step, whose __signature__
+    # is one object per R formals) cached by that object; another object is read anew
+    import inspect
+
+    from customgrad import _convention
+
+    class Stated:
+        def __init__(self, signature):
+            self.__signature__ = signature
+
+        def __call__(self, *args, **kwargs):
+            return args
+
+    P = inspect.Parameter
+    keras_idiom = inspect.Signature([P("args", P.VAR_POSITIONAL),
+                                     P("upstream", P.KEYWORD_ONLY, default=None)])
+    sig = _convention.inspect_grad_fn(Stated(keras_idiom))
+    assert (sig.min_positional, sig.max_positional, sig.upstream_keyword) == (0, None, True)
+    assert _convention._SIGNATURES[id(keras_idiom)] == (keras_idiom, sig)
+    assert _convention.inspect_grad_fn(Stated(keras_idiom)) is sig
+    two = inspect.Signature([P("du", P.POSITIONAL_OR_KEYWORD), P("dv", P.POSITIONAL_OR_KEYWORD)])
+    sig = _convention.inspect_grad_fn(Stated(two))
+    assert (sig.min_positional, sig.max_positional, sig.upstream_keyword) == (2, 2, False)
+    # while torch.compile traces (introspect=False) nothing is written
+    traced = inspect.Signature([P("dy", P.POSITIONAL_OR_KEYWORD)])
+    assert _convention.inspect_grad_fn(Stated(traced), introspect=False).max_positional == 1
+    assert id(traced) not in _convention._SIGNATURES
+
+
 # --- multiple and nested outputs -----------------------------------------------------------------
 @autodiff
 def test_tuple_output_gets_one_positional_upstream_per_output_and_upstream_keyword():

@@ -37,12 +37,14 @@ class LinkFunction(torch.autograd.Function):
         link = ctx.link
         if link is None:
             raise msg.torch_second_backward()
-        if not torch.compiler.is_compiling() and not _keep_graph():
+        # compiled autograd traces this backward when it runs under torch.compile
+        eager = not torch.compiler.is_compiling()
+        if eager and not _keep_graph():
             # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
             # tensors it holds, often a previous layer's output) goes now, not when the whole
             # graph does; else one more activation is alive at the backward's peak.
             ctx.link = None
-        return (None, None) + tuple(link(list(cotangents)))
+        return (None, None) + tuple(link(list(cotangents), eager))
 
 
 def functorch_link(link: Any, n_outputs: Any, *tensors: Any) -> Any:

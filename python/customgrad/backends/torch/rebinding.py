@@ -76,9 +76,9 @@ class Rebound:
     def __init__(self, link: Any, mapping: Any, slots: Any) -> None:
         self.link, self.backward, self.mapping, self.slots = link, link.backward, mapping, slots
 
-    def __call__(self, cotangents: Any) -> list[Any]:
+    def __call__(self, cotangents: Any, introspect: bool | None = None) -> list[Any]:
         with self._bound():
-            return self.link(cotangents)
+            return self.link(cotangents, introspect)
 
     @contextlib.contextmanager
     def _bound(self):
