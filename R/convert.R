@@ -48,4 +48,11 @@ call_r_function <- function(.f, ...) {
   in_callback(to_py(f(...)))
 }
 
+# call_r_function(.f, upstream, upstream = upstream): the bridge's call of a grad function given
+# the same upstream gradient positionally and as `upstream =`, which then crosses from Python
+# once (see the bridge's RGradFn).
+call_r_function_upstream_twice <- function(.f, upstream) {
+  call_r_function(.f, upstream, upstream = upstream)
+}
+
 is_py_object <- function(x) inherits(x, "python.builtin.object")

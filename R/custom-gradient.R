@@ -102,7 +102,10 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
     res <- f(...)
     if (inherits(res, "python.builtin.tuple")) res else output_grad_for_python(res, user_call)
   })
-  split_res <- function(res) in_callback(output_grad_for_python(res, user_call))
+  # `pair`: the bridge's split_pair(res), unconverted like `res`
+  split_res <- function(res, pair) {
+    in_callback(output_grad_for_python(res, user_call, reticulate::py_to_r(pair)))
+  }
 
   decorated <- NULL
   python_function <- function() {
@@ -110,9 +113,10 @@ op_custom_gradient <- function(f, forward_mode = FALSE) {
       decorated <<- with_py_errors(
         py_mod("bridge")$custom_gradient(
           forward, name = fname, forward_mode = isTRUE(forward_mode),
-          # a callable that leaves its argument unconverted: `res` is the tuple f returned
+          # a callable that leaves its arguments unconverted: `res` is the tuple f returned
           r_split = reticulate::r_to_py(split_res, convert = FALSE),
-          r_signature_of = grad_signature, r_call = call_r_function
+          r_signature_of = grad_signature, r_call = call_r_function,
+          r_call_upstream_twice = call_r_function_upstream_twice
         ),
         user_call
       )
@@ -135,12 +139,10 @@ print.customgrad_function <- function(x, ...) {
   invisible(x)
 }
 
-# f's result as list(output, grad): an R list, or the Python tuple keras3's tuple() makes.
-split_output_grad <- function(res, call) {
-  if (inherits(res, "python.builtin.tuple")) {
-    pair <- bridge_fn("split_pair")(res)
-    if (!is.null(pair)) res <- list(pair[[1]], pair[[2]] %||% reticulate::py_get_item(res, 1L))
-  }
+# f's result as list(output, grad): an R list, or the Python tuple keras3's tuple() makes, which
+# comes with `pair`, the bridge's split_pair() of it (NULL when the tuple is not a pair).
+split_output_grad <- function(res, call, pair = NULL) {
+  if (!is.null(pair)) res <- list(pair[[1]], pair[[2]] %||% reticulate::py_get_item(res, 1L))
   if (!is.list(res) || length(res) != 2L) {
     cg_abort(
       c("The function given to {.fn op_custom_gradient} must return {.code tuple(output, grad)}.",
@@ -161,8 +163,8 @@ split_output_grad <- function(res, call) {
 
 # f's result as Python receives it: list(output, grad), the output converted by to_py() and grad
 # by grad_for_python().
-output_grad_for_python <- function(res, call) {
-  pair <- split_output_grad(res, call)
+output_grad_for_python <- function(res, call, pair = NULL) {
+  pair <- split_output_grad(res, call, pair)
   list(to_py(pair[[1]]), grad_for_python(pair[[2]]))
 }
 

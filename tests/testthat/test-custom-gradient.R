@@ -88,6 +88,33 @@ test_that("upstream = and ..1 both carry the upstream gradient (scaled by the lo
   }
 })
 
+test_that("keras3's grad spelling gets the one upstream as ..1 and as upstream =, unchanged", {
+  skip_without_python()
+  # the bridge sends a single output's upstream across once when it is given both ways; grad
+  # still receives it in both places, as the same tensor object, with R errors kept as they are
+  received <- new.env()
+  f <- op_custom_gradient(function(x) {
+    tuple(x * 2, function(..., upstream = NULL) {
+      received$dots <- list(...)
+      received$upstream <- upstream
+      if (isTRUE(received$fail)) stop("boom in keras3's spelling")
+      upstream * 2
+    })
+  })
+  g <- op_grad(function(x) op_sum(f(x) * as_tensor(c(3, 5))))(c(1, 1))
+  expect_equal(num(g), c(6, 10))
+  expect_length(received$dots, 1L)
+  expect_null(names(received$dots))
+  expect_s3_class(received$upstream, "python.builtin.object")
+  expect_identical(class(received$dots[[1]]), class(received$upstream))
+  expect_equal(num(received$dots[[1]]), c(3, 5))
+  expect_equal(num(received$upstream), c(3, 5))
+  received$fail <- TRUE
+  err <- expect_error(op_grad(function(x) op_sum(f(x)))(c(1, 1)),
+                      class = "customgrad_error_callback")
+  expect_match(conditionMessage(err), "boom in keras3's spelling", fixed = TRUE)
+})
+
 test_that("several inputs: gradients come back as a list, NULL means zero", {
   skip_without_python()
   f <- op_custom_gradient(function(x, y) {
