@@ -392,10 +392,7 @@ def torch_transforms():
             if compiled:
                 fn = torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)
             loss = (fn(x, p) * tensor(W)).sum()
-            if compiled_backward:
-                with compiled_autograd():
-                    return _torch_gradients(loss, (x, p) if own else (p,), second_order)
-            return _torch_gradients(loss, (x, p) if own else (p,), second_order)
+            return _torch_gradients(loss, (x, p) if own else (p,), second_order, compiled_backward)
         return run
 
     def dual(fn, x, p, own):
@@ -511,10 +508,14 @@ def _directional(first, inputs) -> list:
     return [(g, _constant(v)) for g, v in zip(first, [TX, TP][-len(inputs):])]
 
 
-def _torch_gradients(loss, inputs, second_order):
-    """torch.autograd's derivatives of `loss` (second order: of its directional derivative)."""
+def _torch_gradients(loss, inputs, second_order, compiled_backward=False):
+    """torch.autograd's derivatives of `loss` (second order: of its directional derivative;
+    `compiled_backward`: the backward under compiled autograd)."""
     import torch
 
+    if compiled_backward:
+        with compiled_autograd():
+            return _torch_gradients(loss, inputs, second_order)
     if not second_order:
         grads = torch.autograd.grad(loss, inputs, allow_unused=True)
     else:
@@ -552,10 +553,8 @@ def stateful_run(backend, transform, make, custom, own):
     if backend == "torch":
         x = _constant(X).requires_grad_(own)
         loss = (fn(x) * _constant(W)).sum()
-        if transform == "compiled autograd":
-            with compiled_autograd():
-                return _torch_gradients(loss, (x, target) if own else (target,), second_order)
-        return _torch_gradients(loss, (x, target) if own else (target,), second_order)
+        return _torch_gradients(loss, (x, target) if own else (target,), second_order,
+                                transform == "compiled autograd")
     import tensorflow as tf
 
     body = tf.function(fn) if transform == "tape around tf.function" else fn
