@@ -2,16 +2,32 @@
 # `make docs` builds the Python site (site/python) and the R site (site/r) offline.
 PY := .venv/bin/python
 
-.PHONY: setup demo test bench docs matrix fuzz tfp
+.PHONY: setup demo check test test-python test-r test-integration bench docs matrix fuzz tfp
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
 	@$(PY) vignettes/log1pexp_demo.py
 
-# Each Keras backend runs in its own process (Keras fixes its backend per process).
+# The test tiers (scripts/run_tests.py): jobs side by side, each Keras backend in its own process
+# (Keras fixes its backend per process); each run ends with the 15 slowest tests and each tier's time.
+# `make check` before a commit: lint, types, one backend's tests/python without the slow tests
+# (BACKEND=torch make check for another backend). `make test` is what CI runs: every tier.
+BACKEND ?= jax
+check: setup
+	@BACKEND=$(BACKEND) $(PY) scripts/run_tests.py check
+
+test-python: setup
+	@$(PY) scripts/run_tests.py python
+
+test-r: setup
+	@$(PY) scripts/run_tests.py r
+
+test-integration: setup
+	@$(PY) scripts/run_tests.py integration
+
 test: setup
-	@bash scripts/run_tests.sh
+	@$(PY) scripts/run_tests.py all
 
 # every cell of the version matrix: the floor and newest version of each framework, one backend
 # per venv (cached under ~/.cache/customgrad/matrix)

@@ -5,8 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=inst/python/dist
-rm -rf "$out"
-mkdir -p "$out"
+# built beside it, then moved in file by file (each a rename): a job that reads it meanwhile
+# (scripts/run_tests.py runs the R checks and the docs build side by side) sees whole files
+new=$(mktemp -d inst/python/.dist-new.XXXXXX)
+trap 'rm -rf "$new"' EXIT
 # any Python with pip builds the (pure-Python) wheel: the project venv where there is one
 py=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 "$py" -m pip --version >/dev/null 2>&1 || {
@@ -18,6 +20,12 @@ isolation=--no-build-isolation  # offline, with the setuptools the Python has
 # (setuptools 77 or newer: pyproject's license is an SPDX expression with license-files)
 "$py" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" \
   2>/dev/null || isolation=""  # else pip fetches a build backend
-"$py" -m pip wheel -q --disable-pip-version-check --no-deps $isolation -w "$out" . >/dev/null
-cp requirements.txt "$out/requirements.txt"
-ls "$out"/customgrad-*.whl >/dev/null
+"$py" -m pip wheel -q --disable-pip-version-check --no-deps $isolation -w "$new" . >/dev/null
+cp requirements.txt "$new/requirements.txt"
+ls "$new"/customgrad-*.whl >/dev/null
+mkdir -p "$out"
+shipped=" $(cd "$new" && echo *) "
+mv -f "$new"/* "$out"/
+for f in "$out"/*; do  # what an earlier version shipped (another wheel's name)
+  case "$shipped" in *" $(basename "$f") "*) ;; *) rm -f "$f" ;; esac
+done

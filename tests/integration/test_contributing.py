@@ -31,8 +31,9 @@ def test_the_readme_links_it():
 
 def test_what_it_names_exists():
     targets = re.search(r"^\.PHONY:(.*)$", (ROOT / "Makefile").read_text(), flags=re.M).group(1)
-    named = re.findall(r"^make (\w+)", "\n".join(sh_lines()), flags=re.M)
-    assert {"matrix", "fuzz", "tfp", "bench", "docs"} <= set(named), named
+    named = re.findall(r"^(?:\w+=\w+ )?make ([\w-]+)", "\n".join(sh_lines()), flags=re.M)
+    assert {"check", "test", "test-python", "test-r", "test-integration", "matrix", "fuzz", "tfp",
+            "bench", "docs"} <= set(named), named
     assert set(named) <= set(targets.split()), named
     for path in set(re.findall(r"\b((?:scripts|tests)/[\w/.-]+)", PAGE)):
         assert (ROOT / path.rstrip(".")).exists(), f"CONTRIBUTING.md names {path}, which is missing"
@@ -51,7 +52,7 @@ def _run(command: str, backend: str, selection: str, *extra: str) -> subprocess.
     args = command.split()[2:]  # from "-m pytest"
     args[args.index("tests/python")] = selection
     env = dict(os.environ, KERAS_BACKEND=backend)
-    env.pop("PYTHONWARNINGS", None)  # as a contributor's shell: scripts/run_tests.sh sets it
+    env.pop("PYTHONWARNINGS", None)  # as a contributor's shell: scripts/run_tests.py sets it
     return subprocess.run([sys.executable, *args, "-p", "no:cacheprovider", *extra], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
 

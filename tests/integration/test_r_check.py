@@ -3,10 +3,11 @@
 1. With Python found and the whole testthat suite run (NOT_CRAN=true, RETICULATE_PYTHON).
    The tarball is built the way a user gets it (R CMD build, after scripts/setup.sh has shipped
    the Python package into inst/python/dist) and checked with RETICULATE_PYTHON pointing at the
-   project's venv. One backend runs here, jax: the testthat suite skips nothing there (on torch
-   the trace-only test has nothing to test), and test_r_package.py already runs the suite on all
-   three backends. The vignettes are not rebuilt here (--no-build-vignettes / --ignore-vignettes):
-   test_r_package.py renders each of them on every backend.
+   project's venv. One backend runs here, testthat_results.CHECK_BACKEND (jax), and this is that
+   backend's testthat run: tests/testthat.R writes testthat's JUnit XML too, judged as
+   test_r_package.py judges the other backends' runs. The vignettes are not rebuilt here
+   (--no-build-vignettes / --ignore-vignettes): test_r_package.py renders each of them on every
+   backend.
 
 2. and 3. `R CMD check --as-cran`, as CRAN runs it, on the tarball as it is submitted
    (scripts/build_r_tarball.sh: built without a Python, so the vignettes carry the outputs
@@ -40,9 +41,10 @@ import time
 from pathlib import Path
 
 import pytest
+import testthat_results
 
 ROOT = Path(__file__).resolve().parents[2]
-BACKEND = "jax"
+BACKEND = testthat_results.CHECK_BACKEND
 
 
 def _env() -> dict:
@@ -96,8 +98,10 @@ def test_r_cmd_check_runs_every_test_with_python(tmp_path):
     assert re.search(r"customgrad/inst/python/dist/customgrad-[^/]+\.whl", listing.stdout), \
         "the tarball does not ship the Python package (inst/python/dist)"
 
-    check = _run(["R", "CMD", "check", "--no-manual", "--ignore-vignettes", tarballs[0].name],
-                 tmp_path, 900)
+    junit = tmp_path / f"r-{BACKEND}.xml"
+    check = subprocess.run(["R", "CMD", "check", "--no-manual", "--ignore-vignettes",
+                            tarballs[0].name], cwd=tmp_path, timeout=900, capture_output=True,
+                           text=True, env={**_env(), "CUSTOMGRAD_TESTTHAT_JUNIT": str(junit)})
     rcheck = tmp_path / "customgrad.Rcheck"
     log = (rcheck / "00check.log").read_text(errors="replace")
     print(log[-3000:])
@@ -114,6 +118,8 @@ def test_r_cmd_check_runs_every_test_with_python(tmp_path):
     counts = re.findall(r"\[ FAIL (\d+) \| WARN (\d+) \| SKIP (\d+) \| PASS (\d+) \]", rout)
     assert counts, f"no testthat summary in testthat.Rout:\n{rout[-3000:]}"
     fail, _warn, skip, passed = map(int, counts[-1])
+    assert junit.exists(), f"tests/testthat.R wrote no JUnit XML:\n{rout[-3000:]}"
+    testthat_results.check(junit, BACKEND)
     assert fail == 0 and skip == 0, f"testthat under R CMD check: {counts[-1]}\n{rout[-5000:]}"
     # ~455 on jax since the copy of keras3's op surface (and its parity tests) went
     assert passed >= 400, f"only {passed} expectations passed under R CMD check"

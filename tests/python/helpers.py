@@ -10,6 +10,30 @@ import pytest
 import customgrad
 
 BACKEND = keras.backend.backend()
+# the framework each backend's tests import
+FRAMEWORKS = {"jax": "jax", "tensorflow": "tensorflow", "torch": "torch"}
+
+
+def only_on_reason(backends):
+    """Why a test of `backends` does not run in this process: the one wording of the `backends`
+    marker (conftest.py) and of `only_on`."""
+    return f"only on {', '.join(backends)}; this process runs {BACKEND}"
+
+
+def only_on(*backends):
+    """The `backends` marker for a whole module: `pytestmark = only_on("torch")`, written before
+    the module imports that framework. Where no framework of `backends` is installed (a
+    one-backend venv of another backend), those imports would fail, so the module is skipped
+    whole, with the marker's reason; elsewhere each test is collected and the marker skips it.
+
+        pytestmark = only_on("jax")
+        import jax  # noqa: E402
+    """
+    installed = [b for b in backends
+                 if b not in FRAMEWORKS or importlib.util.find_spec(FRAMEWORKS[b]) is not None]
+    if BACKEND not in backends and not installed:
+        pytest.skip(only_on_reason(backends), allow_module_level=True)
+    return pytest.mark.backends(*backends)
 
 
 def require(framework):

@@ -108,6 +108,7 @@ def test_grad_of_grad_gives_second_derivatives():
     np.testing.assert_allclose(npy(d2(t(x))), expected, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_grad_works_under_the_backends_compiler():
     step = customgrad.grad(lambda x: ops.sum(ops.sin(x)))
     if BACKEND == "jax":

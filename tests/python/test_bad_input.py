@@ -131,6 +131,7 @@ def test_large_float16_tensor():
     assert g[0] == 0.0 and g[-1] == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.backends("tensorflow")
 def test_the_name_of_f_survives_autograph():
     """Inside a tf.function, autograph re-raises the error as a new one of its class, made

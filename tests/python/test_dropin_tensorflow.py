@@ -9,10 +9,11 @@ in a graph.
 
 import numpy as np
 import pytest
+from helpers import only_on
 
-pytestmark = [pytest.mark.backends("tensorflow"), pytest.mark.autodiff]
+pytestmark = [only_on("tensorflow"), pytest.mark.autodiff]
+import tensorflow as tf  # noqa: E402
 
-tf = pytest.importorskip("tensorflow")
 v1 = tf.compat.v1
 
 import customgrad  # noqa: E402

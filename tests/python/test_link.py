@@ -10,9 +10,7 @@ from helpers import BACKEND, npy, t
 import customgrad
 from customgrad import _call, _core
 
-pytestmark = pytest.mark.skipif(
-    BACKEND not in customgrad.backends.AUTODIFF,
-    reason=f"the {BACKEND} backend has no autodiff (forward-only)")
+pytestmark = pytest.mark.autodiff
 
 
 def _two_outputs(x, y):

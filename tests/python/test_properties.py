@@ -60,6 +60,7 @@ def analytic(tree, *, scale):
     return forward(tree, scale), grad
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shapes=structures(SHAPES), dtype=DTYPES, seed=st.integers(0, 2**16),
        scale=st.floats(0.5, 2.0))

@@ -61,6 +61,7 @@ def gradients(fn, args, kwargs, mode):
     return torch.autograd.grad(forward(*leaves), leaves)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
 def test_gradients_are_those_of_f_itself(mode):
     x, w = inputs()

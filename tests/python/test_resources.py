@@ -21,6 +21,7 @@ def rss_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+@pytest.mark.slow
 def test_ten_thousand_eager_forward_backward_calls_keep_memory_flat():
     step = customgrad.grad(lambda x: ops.sum(log1pexp(x)))
     x = t(np.linspace(-5, 100, 64))

@@ -22,8 +22,7 @@ import pytest
 import customgrad
 from customgrad import CustomGradientError
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax",
-                                reason="the jax backend's routes (run with KERAS_BACKEND=jax)")
+pytestmark = pytest.mark.backends("jax")
 
 if keras.backend.backend() == "jax":
     import jax

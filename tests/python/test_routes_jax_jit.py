@@ -21,9 +21,7 @@ import pytest
 import customgrad
 from customgrad import CustomGradientError
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax",
-                                reason="the jax backend's grad-of-jit routes "
-                                       "(run with KERAS_BACKEND=jax)")
+pytestmark = pytest.mark.backends("jax")
 
 X, P = [0.3, -0.7], [0.5, 1.2]
 

@@ -17,9 +17,7 @@ import pytest
 import customgrad
 from customgrad import CustomGradientError
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
-                                reason="tensorflow's routes and transforms; this process runs "
-                                       f"{keras.backend.backend()}")
+pytestmark = pytest.mark.backends("tensorflow")
 
 if keras.backend.backend() == "tensorflow":
     import tensorflow as tf

@@ -17,8 +17,7 @@ import pytest
 import customgrad
 from customgrad import CustomGradientError
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
-                                reason="a GradientTape around a tf.function is tensorflow's")
+pytestmark = pytest.mark.backends("tensorflow")
 
 if keras.backend.backend() == "tensorflow":
     import tensorflow as tf

@@ -14,9 +14,7 @@ import pytest
 import customgrad
 from customgrad import _messages as msg
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "torch",
-                                reason="torch's forward-mode routes (this process runs "
-                                       f"{keras.backend.backend()})")
+pytestmark = pytest.mark.backends("torch")
 
 if keras.backend.backend() == "torch":
     import torch

@@ -10,15 +10,14 @@ import keras
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed here")
-from helpers import npy, torch_device  # noqa: E402
+from helpers import npy, only_on, torch_device
+
+pytestmark = only_on("torch")
+import torch  # noqa: E402
 from torch.func import functional_call, grad, jacrev, vjp, vmap  # noqa: E402
 
 import customgrad  # noqa: E402
 from customgrad import CustomGradientError  # noqa: E402
-
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "torch",
-                                reason="torch's reverse-mode routes (torch.func, torch.compile)")
 
 
 def tensor(values):

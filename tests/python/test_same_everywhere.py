@@ -127,6 +127,7 @@ def test_a_python_float_is_floatx_also_where_float64_is_on():
     assert keras.backend.standardize_dtype(g64.dtype) == "float64"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signature", ["two positional", "a required keyword"])
 def test_a_grad_fn_signature_refused_under_the_compiler_is_the_arity_error(signature):
     """Under jax.jit, tf.function and torch.compile (around customgrad.grad), a grad_fn whose

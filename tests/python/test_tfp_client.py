@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 
@@ -126,20 +125,12 @@ def main(mode: str) -> dict:
                 "installed_module": getattr(installed, "__module__", "")}
 
 
-def _skip_reason() -> str:
-    """Why this module cannot run here ("" when it can)."""
-    if keras.backend.backend() != "tensorflow":
-        return ("TFP on TensorFlow needs the tensorflow backend; this process runs "
-                f"{keras.backend.backend()}")
-    if importlib.util.find_spec("tensorflow_probability") is None:
-        return "tensorflow_probability is not installed (pip install tfp-nightly tf-keras)"
-    return ""
-
-
-SKIP_REASON = _skip_reason()
-if SKIP_REASON:
-    print(f"test_tfp_client.py skipped: {SKIP_REASON}")
-pytestmark = pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)
+# TFP's tests need the tensorflow backend and TFP itself (in the pinned venv; not in a one-backend
+# install)
+TFP_MISSING = importlib.util.find_spec("tensorflow_probability") is None
+pytestmark = [pytest.mark.backends("tensorflow"), pytest.mark.slow,  # two processes import TFP
+              pytest.mark.skipif(TFP_MISSING, reason="tensorflow_probability is not installed "
+                                                     "(pip install tfp-nightly tf-keras)")]
 CASES = ("gamma_sample", "student_t_sample", "von_mises_sample", "bessel_ive", "log_cosh",
          "ode_adjoint")
 # Functions TFP decorates with tf.custom_gradient at its import (module level).
