@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 import keras
@@ -239,4 +240,29 @@ def custom_gradient(f: Callable[..., Any] | _Omitted = OMITTED, *, forward_mode:
             raise msg.raised_while_running(framework, keras.backend.backend(), f) from error
 
     decorated.__customgrad_forward__ = f
+    _tf_decorator_metadata(decorated, f)
     return decorated
+
+
+def _tf_decorator_metadata(decorated, f) -> None:
+    """What code written for `tf.custom_gradient` reads off its result, set once at decoration.
+
+    `__original_wrapped__` (GPflow calls it) on every backend, as `tf_decorator.make_decorator`
+    sets it beside `__wrapped__`. On tensorflow also f's signature as `__signature__`, which
+    `inspect.getfullargspec` and so `tf_inspect.getfullargspec` read (they do not follow
+    `__wrapped__`; `tfp.math.value_and_gradient` calls a function of no arguments with none
+    only if its spec says so). Not elsewhere: torch.compile's full-graph capture binds a top-level
+    function's arguments to its own code by `inspect.signature(fn, follow_wrapped=False)`, and
+    `inspect.signature` finds f's through `__wrapped__` anyway.
+
+    No `_tf_decorator` (a `TFDecorator`, whose target `tf_inspect.unwrap` returns): under it
+    `tf.function(decorated)` would convert f with AutoGraph into a function it never calls
+    (`tf_decorator.rewrap` puts it in the attributes) and run `decorated`, and so f, unconverted,
+    as it does `tf.custom_gradient`'s result; customgrad keeps AutoGraph on f there.
+    """
+    decorated.__original_wrapped__ = f
+    if keras.backend.backend() == "tensorflow":
+        try:
+            decorated.__signature__ = inspect.signature(f)
+        except (TypeError, ValueError):  # builtins and some C callables have none
+            pass
