@@ -2,7 +2,8 @@
 
 `checked_forward_result` takes f's `(output, grad_fn)` apart; `checked_gradients` aligns what
 grad_fn returned with the arguments and the variables and converts each gradient to its input's
-dtype (`plain_gradients` is its common case, accepted as it is). The `Backward` of `_call` calls
+dtype (`plain_gradients` is its common case, accepted as it is); an exact Python zero (`0`, `0.0`)
+stands for zeros of its input's shape. The `Backward` of `_call` calls
 them; the backend's helpers arrive as an argument.
 
 >>> from collections.abc import Sequence
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 
 _NUMBERS = (bool, int, float, complex)
+# a gradient of these types that equals 0 stands for zeros of its input's shape (`_checked`)
+_EXACT_ZERO_TYPES = (int, float)
 
 
 def checked_forward_result(f, result, backend) -> tuple[object, list, object]:
@@ -192,6 +195,10 @@ def _checked(backward, grad, spec, where):
         return where()
 
     if not B.is_tensor(grad):
+        if type(grad) in _EXACT_ZERO_TYPES and grad == 0:
+            # a Python 0 or 0.0 (not a bool, not a numpy zero): zeros of the input's shape and
+            # dtype, as tf.custom_gradient lets it through (YOLO's loss returns 0.0 for anchors)
+            return B.zeros(spec) if isinstance(spec, TensorSpec) else B.zeros_like(spec)
         refuse_foreign(grad, msg.grad_fn_of(f, grad_fn), place)
         if not _numeric(grad):
             raise msg.gradient_not_a_number(f, grad_fn, grad, place())

@@ -478,6 +478,129 @@ def test_gradient_with_wrong_shape_is_an_error_never_broadcast():
         customgrad.grad(f)(t([1.0, 2.0, 3.0]))
 
 
+# An exact Python zero (0 or 0.0, not a bool) as a gradient: zeros of its input's shape and dtype
+# (YOLO's loss in TF Model Garden returns 0.0 for its anchors, which tf.custom_gradient passes).
+ANCHORS_SHAPE = (1, 13, 13, 3, 2)
+
+
+def _loss_with_undifferentiated_anchors(zero):
+    @customgrad.custom_gradient
+    def loss(x, anchors):
+        value = ops.sum(x * 2.0) + ops.cast(ops.sum(anchors), x.dtype)
+        return value, lambda dy: (dy * 2.0 * ops.ones_like(x), zero)
+
+    return loss
+
+
+def _assert_zeros_of(g, like):
+    assert tuple(g.shape) == tuple(like.shape)
+    assert keras.backend.standardize_dtype(g.dtype) == keras.backend.standardize_dtype(like.dtype)
+    np.testing.assert_array_equal(npy(g), np.zeros(tuple(like.shape)))
+
+
+@autodiff
+@pytest.mark.parametrize("zero", [0.0, 0, -0.0], ids=["float", "int", "negative_float"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_an_exact_python_zero_gradient_is_zeros_of_its_inputs_shape_and_dtype(zero, dtype):
+    x, anchors = t([1.0, 2.0]), t(np.ones(ANCHORS_SHAPE), dtype)
+    gx, ganchors = customgrad.grad(_loss_with_undifferentiated_anchors(zero), argnums=(0, 1))(
+        x, anchors)
+    np.testing.assert_allclose(npy(gx), [2.0, 2.0])
+    _assert_zeros_of(ganchors, anchors)
+
+
+@autodiff
+def test_an_exact_zero_gradient_is_zeros_with_the_backends_own_autodiff():
+    x, anchors = t([1.0, 2.0]), t(np.ones(ANCHORS_SHAPE))
+    gx, ganchors = native_grad(_loss_with_undifferentiated_anchors(0.0), x, anchors)
+    np.testing.assert_allclose(npy(gx), [2.0, 2.0])
+    _assert_zeros_of(ganchors, anchors)
+
+
+@autodiff
+def test_an_exact_zero_gradient_is_zeros_for_one_input_and_inside_a_structure():
+    @customgrad.custom_gradient
+    def single(x):
+        return ops.sum(x), lambda dy: 0
+
+    x = t(np.ones((3, 2)))
+    _assert_zeros_of(customgrad.grad(single)(x), x)
+
+    @customgrad.custom_gradient
+    def structured(d):
+        return ops.sum(d["a"]) + ops.sum(d["b"][0]), lambda dy: {"a": dy * ops.ones_like(d["a"]),
+                                                                  "b": [0.0]}
+
+    d = {"a": t([1.0, 2.0]), "b": [t(np.ones((4, 2)))]}
+    g = customgrad.grad(structured)(d)
+    np.testing.assert_allclose(npy(g["a"]), [1.0, 1.0])
+    _assert_zeros_of(g["b"][0], d["b"][0])
+
+    @customgrad.custom_gradient
+    def flat(d):  # the flat form: one entry per tensor leaf
+        return ops.sum(d["a"]) + ops.sum(d["b"][0]), lambda dy: [dy * ops.ones_like(d["a"]), 0]
+
+    _assert_zeros_of(customgrad.grad(flat)(d)["b"][0], d["b"][0])
+
+
+@autodiff
+def test_an_exact_zero_gradient_for_a_variable_is_zeros_of_its_shape():
+    from test_framework_variables import keras_variable_grads
+
+    weight, bias = keras.Variable(np.ones((2, 3)), dtype="float32"), keras.Variable(
+        [1.0, 2.0, 3.0])
+
+    @customgrad.custom_gradient
+    def loss():
+        def grad(dy, variables=None):
+            return [], [0.0 if v is weight else dy * ops.ones((3,)) for v in variables]
+
+        return ops.sum(weight.value) + ops.sum(bias.value), grad
+
+    g_weight, g_bias = keras_variable_grads(loss, [weight, bias])
+    _assert_zeros_of(g_weight, weight)
+    np.testing.assert_allclose(npy(g_bias), [1.0, 1.0, 1.0])
+
+
+@autodiff
+def test_an_exact_zero_gradient_is_zeros_when_compiled():
+    loss = _loss_with_undifferentiated_anchors(0.0)
+    x, anchors = t([1.0, 2.0]), t(np.ones(ANCHORS_SHAPE))
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(customgrad.grad(loss, argnums=(0, 1)))
+        gx, ganchors = compiled(x, anchors)
+    elif backend == "jax":
+        import jax
+
+        gx, ganchors = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, anchors)
+    else:
+        import torch
+
+        compiled = torch.compile(lambda x, a: loss(x, a))
+        x, anchors = x.requires_grad_(True), anchors.requires_grad_(True)
+        compiled(x, anchors).backward()
+        gx, ganchors = x.grad, anchors.grad
+    np.testing.assert_allclose(npy(gx), [2.0, 2.0])
+    _assert_zeros_of(ganchors, anchors)
+
+
+@autodiff
+@pytest.mark.parametrize("number", [1.0, 2, False, np.float64(0.0)],
+                         ids=["one", "int_two", "false", "numpy_zero"])
+def test_a_number_other_than_an_exact_python_zero_for_a_vector_is_the_shape_error(number):
+    # a bool is no zero gradient, and neither is a numpy zero: each is a gradient of shape ()
+    @customgrad.custom_gradient
+    def f(x):
+        return ops.sum(x), lambda dy: number
+
+    with pytest.raises(customgrad.GradFnResultError, match=re.escape(
+            "returned a gradient of shape () for args[0], which has shape (3,)")):
+        customgrad.grad(f)(t([1.0, 2.0, 3.0]))
+
+
 def test_exception_in_f_propagates_unchanged_and_f_runs_once():
     calls = []
 
