@@ -13,8 +13,9 @@ the jobs run side by side.
   every test; the version-matrix cells of `scripts/matrix.py --ci`.
 - r: R CMD check with Python on jax, whose testthat run is jax's; testthat on the other backends;
   the R vignettes and README blocks on every backend; the `--as-cran` checks; rpy2.
-- integration: the rest of tests/integration (sites, release builds, set-up, py_require,
-  differential programs, route grid, distributed training, bench smoke, Python vignettes).
+- integration: the rest of tests/integration, in two jobs: the programs (bench smoke, route grid,
+  differential programs, distributed training) and the others (sites, release builds, set-up,
+  py_require, Python vignettes, lint and types).
 
 CUSTOMGRAD_TEST_JOBS jobs run at once (default: the CPU count), longest first, each with its math
 libraries held to one thread so that two jobs do not fight for the cores. A job's output is
@@ -43,6 +44,10 @@ SUMMARY = runpy.run_path(str(ROOT / "scripts" / "summarize_junit.py"), run_name=
 # The files of tests/integration that make the R tier; every other file there is the integration
 # tier's (a new file lands there unless it is named here).
 R_FILES = ("test_r_check.py", "test_r_package.py", "test_rpy2.py", "test_readme_commands.py")
+# The integration tier's second job (so that it runs beside the first): the files that run many
+# programs (the benchmark smoke run, the route grid, the differential programs, distributed training)
+PROGRAM_FILES = ("test_bench_smoke.py", "test_route_grid.py", "test_differential.py",
+                 "test_data_parallel.py", "test_torch_sharded.py")
 # Held to one thread each: jobs run side by side, one a core.
 ONE_THREAD = {
     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -82,21 +87,23 @@ def jobs_of(tier: str, backend: str) -> list:
                 pytest_job(f"python-{backend}", "check", ["tests/python"], 150,
                            {"KERAS_BACKEND": backend, "CUSTOMGRAD_SKIP_SLOW": "1"})]
     if tier == "python":
-        expected = {"tensorflow": 330, "torch": 300, "jax": 240, "numpy": 60}
+        expected = {"tensorflow": 100, "torch": 100, "jax": 100, "numpy": 15}
         return ([pytest_job(f"python-{b}", "python", ["tests/python"], expected.get(b, 120),
                             {"KERAS_BACKEND": b}) for b in BACKENDS]
                 + [Job(f"matrix-{cell}", "python",
-                       ["scripts/matrix.py", cell, "--junit-dir", "{out}"], {}, 150)
-                   for cell in CI_CELLS])
+                       ["scripts/matrix.py", cell, "--junit-dir", "{out}"], {}, 100)
+                   for cell in CI_CELLS])  # ~100 s each once its venv is cached
     if tier == "r":
-        return [pytest_job("r-check", "r", ["tests/integration/test_r_check.py"], 420),
-                pytest_job("r-package", "r", ["tests/integration/test_r_package.py"], 500),
+        return [pytest_job("r-check", "r", ["tests/integration/test_r_check.py"], 230),
+                pytest_job("r-package", "r", ["tests/integration/test_r_package.py"], 380),
                 pytest_job("r-rpy2-and-install", "r",
                            ["tests/integration/test_rpy2.py",
-                            "tests/integration/test_readme_commands.py"], 150)]
+                            "tests/integration/test_readme_commands.py"], 60)]
     if tier == "integration":
-        ignored = [f"--ignore={integration / name}" for name in R_FILES]
-        return [pytest_job("integration", "integration", ["tests/integration", *ignored], 900)]
+        ignored = [f"--ignore={integration / name}" for name in R_FILES + PROGRAM_FILES]
+        return [pytest_job("integration", "integration", ["tests/integration", *ignored], 460),
+                pytest_job("integration-programs", "integration",
+                           [f"tests/integration/{name}" for name in PROGRAM_FILES], 480)]
     if tier == "all":
         return [job for t in ("python", "r", "integration") for job in jobs_of(t, backend)]
     raise SystemExit(f"run_tests.py: unknown tier {tier!r}; the tiers are check, python, r, "

@@ -38,14 +38,18 @@ def test_check_skips_the_slow_tests_and_the_other_tiers_run_them():
 
 def test_every_integration_file_is_in_one_tier():
     files = {p.name for p in (ROOT / "tests" / "integration").glob("test_*.py")}
-    r_files = set(RUN_TESTS["R_FILES"])
-    assert r_files <= files, r_files - files
-    (integration,) = RUN_TESTS["jobs_of"]("integration", "jax")
-    ignored = {Path(a.split("=", 1)[1]).name for a in integration.args if a.startswith("--ignore=")}
-    assert ignored == r_files
-    r_paths = {Path(a).name for job in RUN_TESTS["jobs_of"]("r", "jax") for a in job.args
-               if a.startswith("tests/integration/")}
-    assert r_paths == r_files
+    r_files, program_files = set(RUN_TESTS["R_FILES"]), set(RUN_TESTS["PROGRAM_FILES"])
+    assert r_files | program_files <= files, (r_files | program_files) - files
+    assert not r_files & program_files
+
+    def named(job):
+        return {Path(a).name for a in job.args if a.startswith("tests/integration/")}
+
+    rest, programs = RUN_TESTS["jobs_of"]("integration", "jax")
+    ignored = {Path(a.split("=", 1)[1]).name for a in rest.args if a.startswith("--ignore=")}
+    assert "tests/integration" in rest.args and ignored == r_files | program_files
+    assert named(programs) == program_files
+    assert set().union(*map(named, RUN_TESTS["jobs_of"]("r", "jax"))) == r_files
 
 
 def test_each_backend_runs_the_testthat_suite_once():
