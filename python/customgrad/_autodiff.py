@@ -16,6 +16,7 @@ import keras
 from . import _tree
 from . import _messages as msg
 from ._returns import to_tensor
+from ._autograph import not_converted
 from ._core import backend_module
 
 P = ParamSpec("P")
@@ -179,7 +180,7 @@ def value_and_grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
             return (out, result[2]), grads
         return out, grads
 
-    return wrapper
+    return not_converted(wrapper)  # by AutoGraph: _autograph.py
 
 
 def _refuse_integer_inputs(f, args, nums, B):
@@ -225,7 +226,7 @@ def grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
         value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
-    return wrapper
+    return not_converted(wrapper)
 
 
 @overload

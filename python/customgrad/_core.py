@@ -18,11 +18,16 @@ import keras
 from keras.src.backend import any_symbolic_tensors
 
 from . import _messages as msg, _tree
+from ._autograph import keep_autograph_off_customgrad, not_converted
 from ._call import Arguments
 from ._forward import call_forward_mode
 from ._messages import fn_name
 from ._variables import install as install_variable_recorder
 from ._backend_names import AUTODIFF, NAMES
+
+if keras.backend.backend() == "tensorflow":
+    # AutoGraph converts no customgrad function a user's tf.function reaches (_autograph.py)
+    keep_autograph_off_customgrad()
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -241,7 +246,9 @@ def custom_gradient(f: Callable[..., Any] | _Omitted = OMITTED, *, forward_mode:
 
     decorated.__customgrad_forward__ = f
     _tf_decorator_metadata(decorated, f)
-    return decorated
+    # AutoGraph calls it as it is, and so f and grad_fn unconverted, as tf.custom_gradient's
+    # result (_autograph.py)
+    return not_converted(decorated)
 
 
 def _tf_decorator_metadata(decorated, f) -> None:
@@ -257,8 +264,9 @@ def _tf_decorator_metadata(decorated, f) -> None:
 
     No `_tf_decorator` (a `TFDecorator`, whose target `tf_inspect.unwrap` returns): under it
     `tf.function(decorated)` would convert f with AutoGraph into a function it never calls
-    (`tf_decorator.rewrap` puts it in the attributes) and run `decorated`, and so f, unconverted,
-    as it does `tf.custom_gradient`'s result; customgrad keeps AutoGraph on f there.
+    (`tf_decorator.rewrap` puts it in the attributes); AutoGraph is kept off `decorated`, and so
+    off f, by `not_converted` instead (`_autograph.py`), as it is off `tf.custom_gradient`'s
+    result.
     """
     decorated.__original_wrapped__ = f
     if keras.backend.backend() == "tensorflow":

@@ -78,6 +78,14 @@ PRIVATE_APIS = [
     PrivateAPI("tensorflow", "tensorflow.python.framework.ops", "_EagerTensorBase._copy_nograd",
                "an eager tensor of the same buffer that no tape records: f runs on it, unseen by "
                "the tapes that watch the call, seen by a tape f opens"),
+    PrivateAPI("tensorflow", "tensorflow.python.autograph.core.config", "CONVERSION_RULES",
+               "AutoGraph's module rules: customgrad adds DoNotConvert('customgrad'), so that a "
+               "tf.function converts none of its code (_autograph.py)"),
+    PrivateAPI("tensorflow", "tensorflow.python.autograph.core.config", "DoNotConvert",
+               "the same"),
+    PrivateAPI("tensorflow", "tensorflow.python.autograph.impl.api", "is_autograph_artifact",
+               "reads the `autograph_info__` attribute customgrad sets on the functions it "
+               "returns, so that AutoGraph calls them, and f, unconverted (_autograph.py)"),
     PrivateAPI("torch", "torch", "_C._FunctionBase.apply",
                "the fast path applies its autograd.Function through the C base's apply "
                "(`super(torch.autograd.Function, LinkFunction).apply`), skipping Function.apply's "

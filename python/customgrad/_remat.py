@@ -16,6 +16,7 @@ from keras.src.backend.common.stateless_scope import get_stateless_scope, in_sta
 
 from . import _messages as msg, _tree
 from ._autodiff import vjp
+from ._autograph import not_converted
 from ._core import backend_module, custom_gradient
 from ._variables import recording, variable_name
 
@@ -98,7 +99,7 @@ def remat(f: Callable[P, R]) -> Callable[P, R]:
         return decorated(*args, **kwargs)
 
     remat_f.__customgrad_remat__ = f
-    return remat_f
+    return not_converted(remat_f)  # by AutoGraph: _autograph.py
 
 
 _replaying = threading.local()  # depth: how many recomputations are running on this thread

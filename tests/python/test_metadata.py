@@ -91,23 +91,20 @@ def test_tf_inspect_reads_fs_argument_spec_off_the_decorated_function():
 
 
 @pytest.mark.backends("tensorflow")
-def test_the_decorated_function_keeps_autograph_on_f_inside_a_tf_function():
-    # why customgrad sets no `_tf_decorator`: with one, tf.function would convert f into a
-    # function it never calls and run f unconverted (as it does tf.custom_gradient's result),
-    # and this Python `if` on a tensor would raise
+def test_tf_function_of_the_decorated_function_leaves_its_metadata_alone():
+    # customgrad sets no `_tf_decorator`: with one, tf.function would convert f into a function
+    # it never calls and rewrap it. AutoGraph runs f unconverted, as it does tf.custom_gradient's
+    # (test_autograph.py)
     import tensorflow as tf
 
     @customgrad.custom_gradient
-    def branchy(x):
-        if x > 0:
-            y = x * 2.0
-        else:
-            y = x * 3.0
-        return y, lambda dy: dy * 5.0
+    def doubled(x):
+        return x * 2.0, lambda dy: dy * 5.0
 
-    compiled = tf.function(branchy)
+    compiled = tf.function(doubled)
     assert float(compiled(tf.constant(1.0))) == 2.0
-    assert branchy.__wrapped__ is branchy.__original_wrapped__  # tf.function changed neither
+    assert doubled.__wrapped__ is doubled.__original_wrapped__  # tf.function changed neither
+    assert not hasattr(doubled, "_tf_decorator")
 
 
 def _zero_argument_loss(variable):
