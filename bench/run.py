@@ -23,10 +23,14 @@ ROOT = HERE.parent
 # the one list of backends, read without importing Keras in this process
 BACKENDS = list(runpy.run_path(
     str(ROOT / "python" / "customgrad" / "_backend_names.py"))["AUTODIFF"])
-PINNED_ENV = {
+# each framework's math on one thread (also scripts/run_tests.py's jobs, side by side)
+ONE_THREAD = {
     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-    "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_NUM_INTRAOP_THREADS": "1",
+}
+PINNED_ENV = {
+    **ONE_THREAD, "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
     # a fixed mmap threshold: large buffers are mapped and unmapped at once, so resident memory
     # follows live tensors (glibc otherwise raises the threshold after the first big free)
     "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072",

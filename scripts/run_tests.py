@@ -30,6 +30,7 @@ import runpy
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,12 +49,8 @@ R_FILES = ("test_r_check.py", "test_r_package.py", "test_rpy2.py", "test_readme_
 # programs (the benchmark smoke run, the route grid, the differential programs, distributed training)
 PROGRAM_FILES = ("test_bench_smoke.py", "test_route_grid.py", "test_differential.py",
                  "test_data_parallel.py", "test_torch_sharded.py")
-# Held to one thread each: jobs run side by side, one a core.
-ONE_THREAD = {
-    "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-    "TF_NUM_INTRAOP_THREADS": "1",
-    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-}
+# Held to one thread each: jobs run side by side, one a core (the benchmarks' setting)
+ONE_THREAD = runpy.run_path(str(ROOT / "bench" / "run.py"), run_name="bench")["ONE_THREAD"]
 QUIET = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
          "PYTHONWARNINGS": "ignore::DeprecationWarning"}
 
@@ -71,9 +68,8 @@ class Job:
     returncode: int | None = None
 
 
-def pytest_job(name: str, tier: str, paths: list, expected_s: int, env: dict | None = None,
-               extra: tuple = ()) -> Job:
-    return Job(name, tier, ["-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, *extra,
+def pytest_job(name: str, tier: str, paths: list, expected_s: int, env: dict | None = None) -> Job:
+    return Job(name, tier, ["-m", "pytest", "-q", "-p", "no:cacheprovider", *paths,
                             "--junitxml={out}/" + name + ".xml", "-o",
                             f"junit_suite_name={name}"], env or {}, expected_s)
 
@@ -144,8 +140,6 @@ def report_times(jobs: list, wall: float) -> None:
 
 
 def main(argv: list) -> int:
-    import threading
-
     tier = argv[0] if argv else "all"
     backend = os.environ.get("BACKEND", "jax")
     jobs = sorted(jobs_of(tier, backend), key=lambda j: -j.expected_s)

@@ -21,12 +21,12 @@ def pytest_collection_modifyitems(config, items):
     # Tests marked `autodiff` need gradients; the numpy backend has none (reason printed by -ra).
     no_autodiff = pytest.mark.skipif(
         not AUTODIFF, reason=f"the {BACKEND} backend has no autodiff (forward-only)")
-    slow = pytest.mark.skip(reason="slow (over ~5 s): CUSTOMGRAD_SKIP_SLOW is set (make check); "
-                                   "make test runs it")
+    slow = pytest.mark.skipif(SKIP_SLOW, reason="slow (over ~5 s): CUSTOMGRAD_SKIP_SLOW is set "
+                                                "(make check); make test runs it")
     for item in items:
         if "autodiff" in item.keywords:
             item.add_marker(no_autodiff)
-        if SKIP_SLOW and "slow" in item.keywords:
+        if "slow" in item.keywords:
             item.add_marker(slow)
 
 
