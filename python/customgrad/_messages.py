@@ -355,12 +355,15 @@ class JaxHiddenTracerError(CustomGradientError):
 
 def jax_hidden_tracer(f, names: list) -> JaxHiddenTracerError:
     """`names`: the tensors being differentiated f reaches through objects it closes over
-    (`h.t`, `holder[0]`, `self.w`)."""
-    found = ", ".join(f"`{name}`" for name in names)
+    (`h.t`, `holder[0]`, `self.w`); empty where jax found one that no walk of those objects
+    names (deeper: a bound method's `self`, a generator, a partial's argument)."""
+    found = (", ".join(f"`{name}`" for name in names) + ", a tensor being differentiated, "
+             "through an object it closes over (an attribute, or an element of a list or dict)"
+             if names else "a tensor being differentiated through an object, a bound method, "
+             "a partial, a generator or another route")
     return JaxHiddenTracerError(
-        f"{_CG}: `{fn_name(f)}` reaches {found}, a tensor being differentiated, through an "
-        f"object it closes over (an attribute, or an element of a list or dict) instead of "
-        f"receiving it as an argument. On jax, where a transformation traces the call (jax.grad "
+        f"{_CG}: `{fn_name(f)}` reaches {found} instead of receiving it as an argument. On "
+        f"jax, where a transformation traces the call (jax.grad "
         f"or jax.vjp of its arguments too, jacrev, vmap or jit of grad), it runs inside a "
         f"jax.custom_vjp, which cannot use such a value of the enclosing transformation. Pass it "
         f"to `{fn_name(f)}` as a positional argument and return its gradient from grad_fn.")
@@ -626,17 +629,25 @@ class TorchHiddenTangentError(CustomGradientError):
 
 def torch_hidden_tangent(f, grad_fn, names: list) -> TorchHiddenTangentError:
     """`names`: the tensors carrying tangents that f reaches through objects it closes over
-    (`h.t`, `holder[0]`, `self.w`)."""
-    found = ", ".join(f"`{name}`" for name in names)
+    (`h.t`, `holder[0]`, `self.w`); empty where f's outputs carry a tangent that nothing f
+    received carries, and no walk of those objects names the tensor it came from."""
+    if names:
+        found = (", ".join(f"`{name}`" for name in names) + " through an object it closes over "
+                 "(an attribute, an element of a list or dict, a module's parameter) instead of "
+                 "receiving it as an argument, and it carries")
+        fix = (f"Pass it to `{fn_name(f)}` as a positional argument, or let grad_fn accept "
+               f"`variables=` (it then receives it, after any keras.Variables read, and returns "
+               f"(grad_xs, grad_vars)).")
+        why = (f"and its grad_fn `{fn_name(grad_fn)}` does not accept a `variables` keyword "
+               f"argument, so that tangent would be lost.")
+    else:
+        found = ("a tensor it did not receive as an argument (through an object, a bound "
+                 "method, a partial, a generator, ...) that carries")
+        fix = f"Pass it to `{fn_name(f)}` as a positional argument."
+        why = "and customgrad cannot tell which tensor it is, so its tangent would be lost."
     return TorchHiddenTangentError(
-        f"{_CG}: `{fn_name(f)}` reaches {found} through an object it closes over (an "
-        f"attribute, an element of a list or dict, a module's parameter) instead of receiving it "
-        f"as an argument, and it carries a forward-mode tangent (torch.func.jvp, jacfwd, "
-        f"torch.autograd.forward_ad). The JVP is derived from grad_fn, and its grad_fn "
-        f"`{fn_name(grad_fn)}` does not accept a `variables` keyword argument, so that tangent "
-        f"would be lost. Pass it to `{fn_name(f)}` as a positional argument, or let grad_fn "
-        f"accept `variables=` (it then receives it, after any keras.Variables read, and returns "
-        f"(grad_xs, grad_vars)).")
+        f"{_CG}: `{fn_name(f)}` reaches {found} a forward-mode tangent (torch.func.jvp, "
+        f"jacfwd, torch.autograd.forward_ad). The JVP is derived from grad_fn, {why} {fix}")
 
 
 def torch_jvp_over_transform(f, kinds: list) -> CustomGradientError:

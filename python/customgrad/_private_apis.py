@@ -52,6 +52,17 @@ PRIVATE_APIS = [
     PrivateAPI("jax", "jax._src.interpreters.ad", "JVPTracer",
                "no public name tells an autodiff tracer (refusing closed-over tensors)"),
     PrivateAPI("jax", "jax._src.interpreters.ad", "LinearizeTracer", "the same, for linearize"),
+    PrivateAPI("jax", "jax._src.core", "trace_ctx",
+               "the trace now: the constants of the jaxpr being traced tell a tracer of a "
+               "differentiation that f used without receiving it (traced.foreign_constants)"),
+    PrivateAPI("tensorflow", "tensorflow.python.framework.op_callbacks", "add_op_callback",
+               "TensorFlow's record of the ops f runs or builds: what f's outputs were computed "
+               "from, whatever route led f to it (hidden_inputs.OpRecord)"),
+    PrivateAPI("tensorflow", "tensorflow.python.framework.op_callbacks", "remove_op_callback",
+               "the same, removed once f ran"),
+    PrivateAPI("tensorflow", "tensorflow.python.framework.ops", "uid",
+               "the counter every tensor's `_id` comes from: a tensor numbered after f began "
+               "was made while f ran (a variable's read value, which no op callback sees)"),
     PrivateAPI("tensorflow", "tensorflow.python.eager.record", "stop_recording",
                "no public API stops recording on every tape at once"),
     PrivateAPI("tensorflow", "tensorflow.python.eager.record", "record_operation",

@@ -11,7 +11,7 @@ import pytest
 from helpers import npy, t
 
 import customgrad
-from customgrad import CustomGradientError
+from customgrad import CustomGradientError, _messages as msg
 
 autodiff = pytest.mark.autodiff
 PASS_POSITIONALLY = "Pass it as a positional argument and return its gradient from grad_fn."
@@ -334,3 +334,97 @@ def test_tensorflow_watched_tensor_in_a_list_f_closes_over_is_named():
         with pytest.raises(CustomGradientError, match=re.escape(
                 "uses the tensor `scales[0]`, read through an object")):
             f(x)
+
+
+# --- found by the autodiff's own record, whatever Python route led f to the tensor -----------
+
+class _Holder:
+    def __init__(self, value):
+        self._value = value
+
+    def get(self):
+        return self._value
+
+
+def _reading_through_a_bound_method(get):
+    """f reads its scale through a bound method of an object in a partial: no walk of f's
+    closure reaches it (the record of what f computed does)."""
+    import functools
+
+    read = functools.partial(lambda g: g(), get)
+
+    @customgrad.custom_gradient
+    def f(x):
+        return x * read(), lambda dy: dy * 100.0
+
+    return f
+
+
+@pytest.mark.backends("tensorflow")
+@pytest.mark.parametrize("where", ["eager", "tf.function"])
+def test_tensorflow_a_watched_tensor_any_route_deep_is_refused(where):
+    import tensorflow as tf
+
+    x, p = t(3.0), t(2.0)
+
+    def gradients(x, p):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([x, p])
+            f = _reading_through_a_bound_method(_Holder(p * 2.0).get)
+            y = f(x)
+        return tape.gradient(y, [x, p])
+
+    run = gradients if where == "eager" else tf.function(gradients, autograph=False)
+    with pytest.raises(CustomGradientError, match="which is being differentiated"):
+        run(x, p)
+
+
+@pytest.mark.backends("tensorflow")
+def test_tensorflow_tape_outside_tf_function_gets_autodiffs_gradient_any_route_deep():
+    import tensorflow as tf
+
+    x, p = t(3.0), t(2.0)
+
+    @tf.function(autograph=False)
+    def fn(x, p):
+        return _reading_through_a_bound_method(_Holder(p * 2.0).get)(x)
+
+    with tf.GradientTape() as tape:
+        tape.watch([x, p])
+        y = fn(x, p)
+    gx, gp = tape.gradient(y, [x, p])
+    # grad_fn's 100 for x; autodiff's through f's own x * (2 p) for p: 2 x = 6
+    assert (float(gx), float(gp)) == (100.0, 6.0)
+
+
+@pytest.mark.backends("jax")
+@pytest.mark.parametrize("transform", ["grad", "jit(grad)"])
+def test_jax_a_differentiated_tracer_any_route_deep_is_refused_by_name(transform):
+    import jax
+
+    def loss(x, p):
+        return keras.ops.sum(_reading_through_a_bound_method(_Holder(p * 2.0).get)(x))
+
+    grad = jax.grad(loss, argnums=(0, 1))
+    run = grad if transform == "grad" else jax.jit(grad)
+    with pytest.raises(msg.JaxHiddenTracerError, match="instead of receiving it"):
+        run(t([3.0]), t([2.0]))
+
+
+@pytest.mark.backends("torch")
+@pytest.mark.parametrize("transform", ["torch.func.jvp", "forward_ad"])
+def test_torch_a_tangent_any_route_deep_is_refused_by_name(transform):
+    import torch
+    from torch.autograd import forward_ad
+
+    x, p, dp = t([3.0]), t([2.0]), t([1.0])
+
+    def fn(p):
+        return _reading_through_a_bound_method(_Holder(p * 2.0).get)(x)
+
+    with pytest.raises(msg.TorchHiddenTangentError, match="cannot tell which tensor"):
+        if transform == "torch.func.jvp":
+            torch.func.jvp(fn, (p,), (dp,))
+        else:
+            with forward_ad.dual_level():
+                fn(forward_ad.make_dual(p, dp))

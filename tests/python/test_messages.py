@@ -389,6 +389,17 @@ def test_jax_hidden_tracer():
     assert isinstance(error, CustomGradientError)
 
 
+def test_jax_hidden_tracer_unnamed():
+    _pin(msg.jax_hidden_tracer(f, []), msg.JaxHiddenTracerError, (
+        "customgrad.custom_gradient: `f` reaches a tensor being differentiated through an "
+        "object, a bound method, a partial, a generator or another route instead of receiving "
+        "it as an argument. On jax, where a transformation traces the "
+        "call (jax.grad or jax.vjp of its arguments too, jacrev, vmap or jit of grad), it runs "
+        "inside a jax.custom_vjp, which cannot use such a value of the enclosing "
+        "transformation. Pass it to `f` as a positional argument and return its gradient from "
+        "grad_fn."))
+
+
 def test_jax_forward_mode_needs_opt_in():
     error = msg.jax_forward_mode_needs_opt_in(f, TypeError('no jvp'))
     _pin(error, msg.JaxForwardModeError, (
@@ -731,6 +742,15 @@ def test_torch_hidden_tangent():
         "`grad` does not accept a `variables` keyword argument, so that tangent would be lost. "
         "Pass it to `f` as a positional argument, or let grad_fn accept `variables=` (it then "
         "receives it, after any keras.Variables read, and returns (grad_xs, grad_vars))."))
+
+
+def test_torch_hidden_tangent_unnamed():
+    _pin(msg.torch_hidden_tangent(f, grad, []), msg.TorchHiddenTangentError, (
+        "customgrad.custom_gradient: `f` reaches a tensor it did not receive as an argument "
+        "(through an object, a bound method, a partial, a generator, ...) that carries a "
+        "forward-mode tangent (torch.func.jvp, jacfwd, torch.autograd.forward_ad). The JVP is "
+        "derived from grad_fn, and customgrad cannot tell which tensor it is, so its tangent "
+        "would be lost. Pass it to `f` as a positional argument."))
 
 
 def test_torch_jvp_over_transform():

@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax._src import core as _jax_core  # the current trace: no public API names it
 
 from ... import _messages as msg, _tree
 from ..._closure import tensors_reachable
@@ -89,6 +90,20 @@ def tied_to_hidden(f: Any, primals: list[Any], hidden: list[Any]) -> list[Any]:
 
 
 _SymbolicZero = jax.custom_derivatives.SymbolicZero
+
+
+def foreign_constants() -> int:
+    """How many constants of the jaxpr being traced now (`JaxprStackFrame.constvar_to_val`) are
+    tracers of a differentiation (`being_differentiated`): jax's own record of the values a
+    traced function used without receiving them, whatever Python route led there. 0 where no
+    jaxpr is being traced; a few entries to count where one is. (A jit's own tracer is no
+    error: jax.jit alone takes it; whether a grad outside the jit differentiates it cannot be
+    told here, see `tied_to_hidden`.)"""
+    trace = getattr(_jax_core.trace_ctx, "trace", None)
+    constants = getattr(getattr(trace, "frame", None), "constvar_to_val", None)
+    if not constants:
+        return 0
+    return sum([being_differentiated(v) for v in list(constants.values())])
 
 
 def _is_tracer(x) -> bool:
@@ -254,8 +269,17 @@ class Traced:
         if self.hidden:
             arguments, values = self.hidden.bind(arguments, values, primals[len(self.specs):])
         f = self.arguments.f
-        with variables_bound(self.mapping, self.variable_ids, variable_primals) as scope:
-            _, out_leaves, backward = arguments.forward(values)
+        before = foreign_constants()
+        try:
+            with variables_bound(self.mapping, self.variable_ids, variable_primals) as scope:
+                _, out_leaves, backward = arguments.forward(values)
+        except jax.errors.UnexpectedTracerError as error:
+            # jax's own record of the trace: f used a tracer of the enclosing transformation
+            # that it did not receive, by whatever route (the walk above sees one level only)
+            raise msg.jax_hidden_tracer(f, []) from error
+        if foreign_constants() > before:
+            # ... or, where a jaxpr is being traced (under jit), made it a constant of that jaxpr
+            raise msg.jax_hidden_tracer(f, [])
         updates = list(scope.updates.values()) if scope is not None else []
         if updates and not self.assignments_leave:
             raise msg.jax_forward_mode_assigned(f, len(updates))

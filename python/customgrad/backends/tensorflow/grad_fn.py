@@ -83,7 +83,7 @@ def graph_grad(link: Any, bound: Any, inputs: Any, hidden: Any, outputs: Any) ->
     """`custom_gradient_grad` for an op that also takes `hidden`'s extra inputs (a
     `hidden_inputs.GraphHidden`; `inputs`: the call's tensors, `outputs`: f's outputs the op
     links): a stateless scope's value gets the gradient grad_fn returns for its keras.Variable
-    in `variables=`; a keyword or reached tensor autodiff's through f's own operations (grad_fn
+    in `variables=`; a keyword tensor autodiff's through f's own operations (grad_fn
     has none for it)."""
     scope = hidden.scope
 
@@ -93,13 +93,12 @@ def graph_grad(link: Any, bound: Any, inputs: Any, hidden: Any, outputs: Any) ->
         n_inputs = len(grads) - len(wanted)
         input_grads, scope_grads = grads[:n_inputs], grads[n_inputs:n_inputs + len(scope)]
         keyword = [k for k in hidden.keyword if input_grads[k] is None]
-        targets = [inputs[k] for k in keyword] + hidden.reached
+        targets = [inputs[k] for k in keyword]
         skip = {id(t) for t in targets}
         stop = [t for t in [*inputs, *scope] if id(t) not in skip]
-        found = autodiff_gradients(outputs, cotangents, targets, stop)
-        for k, g in zip(keyword, found):
+        for k, g in zip(keyword, autodiff_gradients(outputs, cotangents, targets, stop)):
             input_grads[k] = g
-        all_grads = [*input_grads, *found[len(keyword):], *scope_grads]
+        all_grads = [*input_grads, *scope_grads]
         if variables is None:
             return all_grads
         return all_grads, grads[n_inputs + len(scope):]

@@ -16,71 +16,132 @@ from typing import Any
 
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 import tensorflow as tf
+from tensorflow.python.framework import op_callbacks, ops  # TensorFlow's record of f's ops
+# TensorFlow's own, also while customgrad.patch_tensorflow() puts customgrad's in tf.custom_gradient
+from tensorflow.python.ops.custom_gradient import custom_gradient as tf_custom_gradient
 
 from ... import _messages as msg
 from ..._closure import tensors_reachable
 from .tensors import being_differentiated
 
 
-def watched_reachable(f: Any, inputs: Any) -> list[Any]:
-    """(name, tensor) for the floating-point tensors a tape watches that f reaches (see
-    `_closure.tensors_reachable`); `inputs` (the call's own tensors) left out."""
-    skip = {id(t) for t in inputs}
-    found = []
-    for name, tensor in tensors_reachable([f], _is_dense):
-        if id(tensor) not in skip and tensor.dtype.is_floating and being_differentiated(tensor):
-            skip.add(id(tensor))
-            found.append((name, tensor))
+class OpRecord:
+    """The operations f runs (eagerly) or builds (in a graph), recorded while f runs by a
+    TensorFlow op callback: TensorFlow's own record of what f computed from what, which sees
+    every tensor f's outputs were computed from, whatever Python route led f to it (an attribute
+    of an attribute, a bound method, a generator...). (The tapes' own record cannot be read
+    from Python, and whether an output is recorded does not tell a variable read from a hidden
+    tensor.) It costs f's eager operations TensorFlow's Python callback path, only where a tape
+    or accumulator could record them (else f runs plainly: `link._call_eager`)."""
+
+    __slots__ = ("made", "start")
+
+    def __init__(self) -> None:
+        self.made: dict[int, tuple[Any, Any]] = {}  # id(output) -> (output, the op's inputs)
+        # every tf.Tensor takes a number from this counter as it is made (`Tensor._id`, what the
+        # tapes key on): a tensor numbered after it was made while f ran (a variable's read
+        # value, which no op callback sees; a constant)
+        self.start = ops.uid()
+
+    def __call__(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        # (a graph's capture of an outer tensor is no value f computed; an op without outputs,
+        # as a function call with none, is given None)
+        if op_type != "Placeholder" and outputs:
+            for o in outputs:
+                self.made[id(o)] = (o, tuple(inputs))  # o kept: its id stays its own
+
+    @contextlib.contextmanager
+    def running(self):
+        op_callbacks.add_op_callback(self)
+        try:
+            yield self
+        finally:
+            op_callbacks.remove_op_callback(self)
+
+    def sources(self, outputs: Any, received: Any) -> list[Any]:
+        """The floating-point tensors f's `outputs` were computed from (through floating-point
+        tensors only: no gradient flows through an integer or a shape) that f did not compute
+        and did not receive (`received`: its inputs, and the variable values it read)."""
+        skip = {id(t) for t in received}
+        stack = [o for o in outputs if isinstance(o, tf.Tensor)]
+        seen, found = set(), []
+        while stack:
+            t = stack.pop()
+            if id(t) in seen or not (t.dtype.is_floating or t.dtype.is_complex):
+                continue
+            seen.add(id(t))
+            made = self.made.get(id(t))
+            if made is not None:
+                stack.extend(made[1])
+            elif t._id < self.start or _captured(t):
+                if not any([id(v) in skip for v in _outer(t)]):
+                    found.append(t)
+        return found
+
+
+def _captured(t) -> bool:
+    """Whether `t` is a graph's placeholder for a tensor of an outer graph (or a tf.function's
+    argument) that f's operations read: made while f ran, but no value f computed."""
+    return tf.is_symbolic_tensor(t) and t.op.type == "Placeholder"
+
+
+def _outer(t) -> list[Any]:
+    """`t`, and where it is a graph's capture of a tensor of an enclosing graph (a tf.cond
+    branch's of the tf.function's), that tensor, and so on outwards."""
+    found = [t]
+    while tf.is_symbolic_tensor(t) and t.op.type == "Placeholder":
+        outer = [ext for ext, internal in getattr(t.graph, "captures", ()) if internal is t]
+        if not outer:
+            break
+        t = outer[0]
+        found.append(t)
     return found
+
+
+def refuse_differentiated(f: Any, sources: Any) -> None:
+    """Raises `msg.hidden_input` for the first of `sources` (`OpRecord.sources`) that a tape or
+    forward accumulator differentiates, named by where f reaches it where the objects f closes
+    over tell (`_closure.tensors_reachable`: for the message only, once found)."""
+    for t in sources:
+        if any([being_differentiated(v) for v in _outer(t)]):
+            names = {id(v): name for name, v in tensors_reachable([f], _is_dense)}
+            raise msg.hidden_input(f, through=names.get(id(t)))
 
 
 def _is_dense(x) -> bool:
     return isinstance(x, tf.Tensor)
 
 
-def probe(candidates: Any) -> Any:
-    """A tape that watches the candidates while f runs, or a null context where there are none
-    (entered, it gives None)."""
-    if not candidates:
-        return contextlib.nullcontext()
-    return _watching([t for _, t in candidates])
+def through_hidden(outputs: Any, f_outputs: Any, hidden: Any, stop: Any) -> list[Any]:
+    """`outputs` (the op's, for f's outputs `f_outputs`) passed through one more identity that
+    also takes `hidden`, tensors of the graph f's outputs were computed from without f receiving
+    them (`OpRecord.sources`), and gives them autodiff's gradients through f's own operations
+    (grad_fn has none for them): a tape outside the tf.function may differentiate them, which
+    nothing inside can tell. `stop`: the tensors whose gradients grad_fn gives."""
+    n = len(outputs)
 
+    @tf_custom_gradient
+    def identity(*tensors):
+        def grad(*cotangents):
+            return [*cotangents, *autodiff_gradients(f_outputs, cotangents, hidden, stop)]
+        return [tf.identity(t) for t in tensors[:n]], grad
 
-@contextlib.contextmanager
-def _watching(tensors):
-    with tf.GradientTape(watch_accessed_variables=False) as tape:
-        tape.watch(tensors)
-        yield tape
-
-
-def refuse_used(f: Any, tape: Any, candidates: Any, outputs: Any) -> None:
-    """Raises `msg.hidden_input` naming the first candidate f's outputs depend on (`tape`: the
-    `probe` f ran under)."""
-    targets = [o for o in outputs if isinstance(o, tf.Tensor) and o.dtype.is_floating]
-    if not candidates or not targets:
-        return
-    grads = tape.gradient(targets, [t for _, t in candidates],
-                          unconnected_gradients=tf.UnconnectedGradients.NONE)
-    for (name, _), grad in zip(candidates, grads):
-        if grad is not None:
-            raise msg.hidden_input(f, through=name)
+    return list(identity(*outputs, *hidden))
 
 
 class GraphHidden:
-    """The tensors of a graph that f reaches without receiving them positionally, which a tape
-    opened outside the tf.function may differentiate although nothing inside can tell (the
-    function is traced without it): tf.custom_gradient would cut their gradient path, so
-    `_call_graph` makes them extra inputs of its op and gives each its gradient. `keyword`: the
-    positions among the call's tensors of floating-point ones passed by keyword; `reached`:
-    floating-point tensors of this graph in f's closure cells or reached through the objects f
-    closes over (see `_closure.tensors_reachable`); `scope`: the values a stateless scope
-    (`layer.stateless_call`) binds to keras.Variables, tensors of this graph (grad_fn gives the
-    gradient of those f read, in `variables=`). The last two are the op's extra inputs, in that
-    order."""
+    """The tensors of a graph that f receives other than positionally, which a tape opened
+    outside the tf.function may differentiate although nothing inside can tell (the function is
+    traced without it): tf.custom_gradient would cut their gradient path, so `_call_graph` gives
+    each its gradient. `keyword`: the positions among the call's tensors of floating-point ones
+    passed by keyword (autodiff's gradient through f's own operations, where grad_fn gives
+    none); `scope`: the values a stateless scope (`layer.stateless_call`) binds to
+    keras.Variables, tensors of this graph (grad_fn gives the gradient of those f read, in
+    `variables=`), the op's extra inputs. Tensors f reads without receiving them at all are
+    found by TensorFlow's record of f's operations (`OpRecord`, `through_hidden`)."""
 
-    __slots__ = ("keyword", "reached", "scope")
+    __slots__ = ("keyword", "scope")
     keyword: list[int]
-    reached: list[Any]
     scope: list[Any]
 
     def __init__(self, arguments: Any, tape_inputs: Any) -> None:
@@ -89,14 +150,12 @@ class GraphHidden:
         self.keyword = [k for k, i in enumerate(arguments.tensor_index)
                         if i >= n_args and tape_inputs[k].dtype.is_floating]
         seen = {id(t) for t in tape_inputs}
-        self.reached = _new_in_graph((t for _, t in tensors_reachable([arguments.f], _is_dense)),
-                                     graph, seen)
         self.scope = (_new_in_graph(get_stateless_scope().state_mapping.values(), graph, seen)
                       if in_stateless_scope() else [])
 
     @property
     def extra_inputs(self) -> list[Any]:
-        return self.reached + self.scope
+        return self.scope
 
 
 def _new_in_graph(tensors, graph, seen) -> list[Any]:

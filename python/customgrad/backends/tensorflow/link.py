@@ -24,8 +24,8 @@ from .composites import (component, has_composite, refuse_other_composite_args,
                          refuse_other_composite_outputs, with_component)
 from .forward_mode import check_linear, has_tangents
 from .grad_fn import custom_gradient_grad, graph_grad, record_on_tapes, stateless_values
-from .hidden_inputs import GraphHidden, probe, refuse_used, watched_reachable
-from .tensors import being_differentiated, unwatched
+from .hidden_inputs import GraphHidden, OpRecord, refuse_differentiated, through_hidden
+from .tensors import unwatched
 from .variables import grad_fn_variables, loss_error
 
 
@@ -53,35 +53,31 @@ def _call(arguments, tf_variables):
     return _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_mode)
 
 
-def _forward(arguments, values, tape_inputs, tf_variables, refuse_losses, ran_unwatched,
-             wanted):
+def _forward(arguments, values, tape_inputs, tf_variables, refuse_losses, wanted):
     """Runs f on `values` through `arguments.forward`, with every check of what it did, for all
-    paths: a tensor being differentiated that f reads through an object (the probe, and, where f
-    ran on inputs no tape watches, its outputs being recorded all the same), an output that is
-    another composite tensor, a loss it added (`refuse_losses`: nothing would differentiate it).
-    `tape_inputs`: the call's tensors as the tapes see them; `wanted`: whether the link gives
-    the gradients of the variable values f read (the tapes' record) or not (tf.custom_gradient,
-    which asks for them). Returns (f's output, its leaves, the link, `stateless_values`)."""
+    paths: a tensor being differentiated that f used without receiving it (seen in TensorFlow's
+    record of f's operations, `OpRecord`, whatever route led f to it), an output that is another
+    composite tensor, a loss it added (`refuse_losses`: nothing would differentiate it).
+    `tape_inputs`: the call's tensors as the tapes see them; `wanted`: whether the link gives the
+    gradients of the variable values f read (the tapes' record) or not (tf.custom_gradient,
+    which asks for them).
+    Returns (f's output, its leaves, the link, `stateless_values`, the tensors not being
+    differentiated now that f's outputs were computed from without f receiving them: in a graph,
+    a tape outside the tf.function may differentiate them)."""
     f = arguments.f
-    hidden = watched_reachable(f, tape_inputs)
-    with probe(hidden) as tape:
+    with OpRecord().running() as ops:
         output, out_leaves, backward = arguments.forward(values)
-    refuse_used(f, tape, hidden, out_leaves)
-    refuse_other_composite_outputs(f, output, out_leaves)
     reads = backward.reads
+    sources = ops.sources(out_leaves, [*tape_inputs, *values, *reads.values])
+    if sources:
+        refuse_differentiated(f, sources)
+    refuse_other_composite_outputs(f, output, out_leaves)
     if reads.losses_added and refuse_losses:
         raise loss_error(f)
-    if not reads.variables and _recorded(out_leaves) and (ran_unwatched
-                                                          or not _recorded(tape_inputs)):
-        # f ran on inputs no tape or accumulator watches (copies, or inputs none watches) and
-        # read no variable, yet its outputs are recorded: f used a tensor being differentiated
-        # that it did not receive (one computed from a variable before f ran, read through an
-        # object), whose gradient would be dropped without a word
-        raise msg.hidden_input(f)
     link = backward.link(tensor_positions(backward),
                          variables=grad_fn_variables(reads, tf_variables),
                          wanted=reads.values if wanted else ())
-    return output, out_leaves, link, stateless_values(reads)
+    return output, out_leaves, link, stateless_values(reads), sources
 
 
 def _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_mode):
@@ -107,22 +103,25 @@ def _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_
     values = arguments.tensor_values
     refuse_losses = (gradients_util.PossibleTapeGradientTypes(tape_inputs)
                      != gradients_util.POSSIBLE_GRADIENT_TYPES_NONE)
-    link = out_leaves = bound = None  # this call's, once f ran inside tf.custom_gradient
+    link = out_leaves = bound = f_outputs = received = None  # this call's, once f ran
+    sources = []
     hidden = GraphHidden(arguments, tape_inputs)
     extra = hidden.extra_inputs
 
     @tf_custom_gradient
     def forward(*tensors):
-        nonlocal link, out_leaves, bound
+        nonlocal link, out_leaves, bound, f_outputs, sources, received
         flat = tensors = tensors[:len(tape_inputs)]  # f reads the extra inputs where they are
+        received = [*tensors, *extra]
         if composite_inputs:
             tensors = [with_component(v, t) for v, t in zip(values, flat)]
-        _, out_leaves, link, bound = _forward(arguments, tensors, tape_inputs, tf_variables,
-                                              refuse_losses, ran_unwatched=False, wanted=False)
-        outputs = [tf.convert_to_tensor(component(out_leaves[j])) for j in link.outputs]
+        _, out_leaves, link, bound, sources = _forward(
+            arguments, tensors, [*tape_inputs, *extra], tf_variables, refuse_losses,
+            wanted=False)
+        f_outputs = [tf.convert_to_tensor(component(out_leaves[j])) for j in link.outputs]
         if not (extra or hidden.keyword):
-            return outputs, custom_gradient_grad(link, bound)
-        return outputs, graph_grad(link, bound, flat, hidden, outputs)
+            return f_outputs, custom_gradient_grad(link, bound)
+        return f_outputs, graph_grad(link, bound, flat, hidden, f_outputs)
 
     try:
         outputs = forward(*tape_inputs, *extra)
@@ -132,6 +131,8 @@ def _call_graph(arguments, tape_inputs, composite_inputs, tf_variables, forward_
         if "ResourceVariable" not in str(error):
             raise
         raise msg.tf_reference_variable(arguments.f) from error
+    if sources:
+        outputs = through_hidden(outputs, f_outputs, sources, received)
     if forward_mode:
         check_linear(link, out_leaves, concrete=False)
     if forward_mode or bound is not None:
@@ -157,10 +158,6 @@ def _rebuild(link, leaves, outputs, like):
     return link.backward.rebuild(leaves)
 
 
-def _recorded(leaves) -> bool:
-    return any(isinstance(t, tf.Tensor) and being_differentiated(t) for t in leaves)
-
-
 def _call_eager(arguments, tape_inputs, tf_variables):
     """Runs f, then records one operation (inputs and read variables -> outputs) on every active
     tape; its backward calls grad_fn. Nothing but grad_fn's closure and the specs is kept."""
@@ -180,9 +177,8 @@ def _call_eager(arguments, tape_inputs, tf_variables):
     values = arguments.tensor_values
     if first_order_only:
         values = [with_component(v, t) for v, t in zip(values, unwatched(tape_inputs))]
-    output, out_leaves, link, bound = _forward(arguments, values, tape_inputs, tf_variables,
-                                               refuse_losses=first_order_only,
-                                               ran_unwatched=first_order_only, wanted=True)
+    output, out_leaves, link, bound, _ = _forward(arguments, values, tape_inputs, tf_variables,
+                                               refuse_losses=first_order_only, wanted=True)
     if has_tangents(tape_inputs):
         check_linear(link, out_leaves, True)
     if not arguments.tensor_values and not link.variables:

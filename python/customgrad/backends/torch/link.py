@@ -69,6 +69,11 @@ def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any
                                [*var_values, *(hidden or ())])
         if more:
             hidden = [*(hidden or ()), *more]
+        elif not any([carries(t) for t in (*values, *var_values, *(hidden or ()))]) and any(
+                [carries(o) for o in out_leaves]):
+            # forward mode's own record: f's outputs carry a tangent that none of what f
+            # received or read carries, so f read one the walk above did not find
+            raise msg.torch_hidden_tangent(arguments.f, backward.grad_fn, [])
     if hidden:
         # routed like the keras.Variables f read: grad_fn gets them in variables=
         variables, var_values = [*variables, *hidden], [*var_values, *hidden]
