@@ -321,7 +321,7 @@ def generated_paths(n=8, seed=55):
     return paths
 
 
-# Not yet in ROUTES (issue 55, left open): on torch, forward mode with x differentiated too
+# Not yet in ROUTES (their residual cells are not fixed yet): on torch, forward mode with x differentiated too
 # and torch.compile with x still lose such a value silently, and jax's grad(jit) with x ends in
 # jax's CustomVJPException; run them with `--reach`.
 REACH_ROUTES = {"reach: " + " > ".join(reversed(path)): reach_route(path)

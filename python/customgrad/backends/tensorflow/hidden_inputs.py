@@ -1,12 +1,14 @@
 """Tensors being differentiated that f reads without receiving them: computed from a variable
-before f ran and read through an object (a layer's attribute, a namespace f closes over). Their
-gradients would come from grad_fn, which has none for them: TensorFlow would drop them silently
-(as tf.custom_gradient does). They are found before f runs, among the objects f reaches
-(`watched_reachable`); f then runs under a tape that watches them, and one that f's outputs
-depend on is refused by name (`refuse_used`). Where none is found, this costs one walk of f's
-closure and its objects' attributes. In a graph they are also found for a tape opened outside the
-tf.function, which nothing inside can see (`GraphHidden`): they become extra inputs of the call's
-op, with autodiff's gradients through f's own operations (`autodiff_gradients`).
+before f ran and read by any Python route (a layer's attribute, a namespace f closes over, an
+attribute of an attribute, a bound method, a generator). Their gradients would come from grad_fn,
+which has none for them: TensorFlow would drop them silently (as tf.custom_gradient does). They
+are found in TensorFlow's own record of the operations f ran or built (`OpRecord`), not by walking
+objects: one that a tape or accumulator differentiates is refused by name (`refuse_differentiated`;
+the objects f closes over are walked only to name it). In a graph a tape opened outside the
+tf.function cannot be seen while f is traced: the tensors f's outputs were computed from without
+receiving them pass through one more identity that gives them autodiff's gradients through f's own
+operations (`through_hidden`); those f receives by keyword or a stateless scope binds are the
+op's extra inputs (`GraphHidden`).
 """
 
 from __future__ import annotations
