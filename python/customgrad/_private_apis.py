@@ -53,8 +53,9 @@ PRIVATE_APIS = [
                "no public name tells an autodiff tracer (refusing closed-over tensors)"),
     PrivateAPI("jax", "jax._src.interpreters.ad", "LinearizeTracer", "the same, for linearize"),
     PrivateAPI("jax", "jax._src.core", "trace_ctx",
-               "the trace now: the constants of the jaxpr being traced tell a tracer of a "
-               "differentiation that f used without receiving it (traced.foreign_constants)"),
+               "the trace now: the constants of the jaxpr being traced tell the tracers of "
+               "enclosing transformations that f used without receiving them "
+               "(traced.traced_constants)"),
     PrivateAPI("tensorflow", "tensorflow.python.framework.op_callbacks", "add_op_callback",
                "TensorFlow's record of the ops f runs or builds: what f's outputs were computed "
                "from, whatever route led f to it (hidden_inputs.OpRecord)"),

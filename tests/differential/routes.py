@@ -321,9 +321,6 @@ def generated_paths(n=8, seed=55):
     return paths
 
 
-# Not yet in ROUTES (their residual cells are not fixed yet): on torch, forward mode with x differentiated too
-# and torch.compile with x still lose such a value silently, and jax's grad(jit) with x ends in
-# jax's CustomVJPException; run them with `--reach`.
 REACH_ROUTES = {"reach: " + " > ".join(reversed(path)): reach_route(path)
                 for path in generated_paths()}
 
@@ -342,6 +339,7 @@ ROUTES = {
                                                               reread=True),
     "functional_call, grad_fn reads self.w": functools.partial(route_functional_call,
                                                                reread=True),
+    **REACH_ROUTES,
 }
 ROUTE_BACKENDS = {"functional_call": ("torch",),
                   "functional_call, grad_fn reads self.w": ("torch",)}
@@ -796,13 +794,12 @@ def installed(backend: str) -> bool:
     return importlib.util.find_spec(backend) is not None
 
 
-def run_all(python=sys.executable, only=None, backends=AUTODIFF, reach=False) -> dict:
-    """{backend: [cell results]}, each backend in a process of its own (`reach`: with the
-    generated reach routes)."""
+def run_all(python=sys.executable, only=None, backends=AUTODIFF) -> dict:
+    """{backend: [cell results]}, each backend in a process of its own."""
     results = {}
     for backend in backends:
         env = dict(os.environ, KERAS_BACKEND=backend)
-        args = [python, os.path.abspath(__file__)] + (["--reach"] if reach else [])
+        args = [python, os.path.abspath(__file__)]
         for cell in only or ():
             args += ["--only", cell]
         proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800)
@@ -845,18 +842,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="a cell id: 'ROUTE[ + x] | TRANSFORM'")
     parser.add_argument("--all", action="store_true", help="every backend, then the counts")
-    parser.add_argument("--reach", action="store_true",
-                        help="also the generated reach routes (REACH_ROUTES), not in the grid yet")
     parser.add_argument("--table", action="store_true", help="with --all: print the tables")
     parser.add_argument("--write-docs", action="store_true",
                         help="with --all: write the tables into docs/convention.md")
     a = parser.parse_args(argv)
-    if a.reach:
-        ROUTES.update(REACH_ROUTES)
     if not a.all:
         run_backend(a.only)
         return 0
-    results = run_all(only=a.only, reach=a.reach)
+    results = run_all(only=a.only)
     bad = 0
     for backend, rows in results.items():
         c = counts(rows)

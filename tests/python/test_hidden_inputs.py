@@ -398,33 +398,82 @@ def test_tensorflow_tape_outside_tf_function_gets_autodiffs_gradient_any_route_d
 
 
 @pytest.mark.backends("jax")
-@pytest.mark.parametrize("transform", ["grad", "jit(grad)"])
+@pytest.mark.parametrize("transform", ["grad", "jit(grad)", "grad(jit)"])
 def test_jax_a_differentiated_tracer_any_route_deep_is_refused_by_name(transform):
+    """grad(jit): inside the jit the value is the jit's own tracer, which jit alone takes; the
+    grad differentiates it later, where jax's own CustomVJPException would end the call."""
     import jax
 
     def loss(x, p):
         return keras.ops.sum(_reading_through_a_bound_method(_Holder(p * 2.0).get)(x))
 
-    grad = jax.grad(loss, argnums=(0, 1))
-    run = grad if transform == "grad" else jax.jit(grad)
+    if transform == "grad(jit)":
+        run = jax.grad(jax.jit(loss), argnums=(0, 1))
+    else:
+        grad = jax.grad(loss, argnums=(0, 1))
+        run = grad if transform == "grad" else jax.jit(grad)
     with pytest.raises(msg.JaxHiddenTracerError, match="instead of receiving it"):
         run(t([3.0]), t([2.0]))
 
 
+@pytest.mark.backends("jax")
+def test_jax_jit_alone_takes_its_own_tracer_any_route_deep():
+    import jax
+
+    def fn(x, p):
+        return _reading_through_a_bound_method(_Holder(p * 2.0).get)(x)
+
+    assert float(jax.jit(fn)(t([3.0]), t([2.0]))[0]) == 12.0
+
+
 @pytest.mark.backends("torch")
+@pytest.mark.parametrize("x_too", [False, True], ids=["p", "x and p"])
 @pytest.mark.parametrize("transform", ["torch.func.jvp", "forward_ad"])
-def test_torch_a_tangent_any_route_deep_is_refused_by_name(transform):
+def test_torch_a_tangent_any_route_deep_is_refused_by_name(transform, x_too):
+    """With x's tangent too, f runs on x's primal (`forward_mode.primals`): else f's own tangent
+    of x would hide the hidden one, and only x's part of the JVP would come back."""
     import torch
     from torch.autograd import forward_ad
 
-    x, p, dp = t([3.0]), t([2.0]), t([1.0])
+    x, dx, p, dp = t([3.0]), t([1.0]), t([2.0]), t([1.0])
 
-    def fn(p):
+    def fn(x, p):
         return _reading_through_a_bound_method(_Holder(p * 2.0).get)(x)
 
     with pytest.raises(msg.TorchHiddenTangentError, match="cannot tell which tensor"):
         if transform == "torch.func.jvp":
-            torch.func.jvp(fn, (p,), (dp,))
+            if x_too:
+                torch.func.jvp(fn, (x, p), (dx, dp))
+            else:
+                torch.func.jvp(lambda p: fn(x, p), (p,), (dp,))
         else:
             with forward_ad.dual_level():
-                fn(forward_ad.make_dual(p, dp))
+                fn(forward_ad.make_dual(x, dx) if x_too else x, forward_ad.make_dual(p, dp))
+
+
+@pytest.mark.backends("torch")
+def test_torch_forward_mode_with_x_alone_is_grad_fns():
+    import torch
+
+    x, p = t([3.0]), t([2.0])
+    _, tangent = torch.func.jvp(lambda x: _reading_through_a_bound_method(_Holder(p * 2.0).get)(x),
+                                (x,), (t([1.0]),))
+    assert float(tangent[0]) == 100.0  # the JVP derived from grad_fn
+
+
+@pytest.mark.backends("torch")
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_torch_compile_a_tensor_requiring_grad_any_route_deep_is_refused(fullgraph):
+    """While torch.compile traces f there are no autograd nodes to walk: f runs on its inputs
+    detached, and an output that still requires grad sends the call to the eager path, whose
+    walk refuses the value (computed before f ran, through no object it closes over). Before,
+    with x requiring grad too, p's gradient was lost."""
+    import torch
+
+    x = t([3.0]).requires_grad_(True)
+    p = t([2.0]).requires_grad_(True)
+    holder = _Holder(p * 2.0)
+    f = _reading_through_a_bound_method(holder.get)
+    compiled = torch.compile(lambda x: f(x).sum(), backend="aot_eager", fullgraph=fullgraph)
+    with pytest.raises(CustomGradientError, match="computed before it ran"):
+        compiled(x).backward()

@@ -53,7 +53,7 @@ def call_forward_mode(arguments: Any) -> Any:
         primal.defjvp(_refusing_hidden(traced, primal_jvp), symbolic_zeros=True)
     else:
         primal.defjvp(primal_jvp)
-    return traced.rebuild(primal(*traced.primals))
+    return traced.rebuild(traced.called(primal))
 
 
 def _refusing_hidden(traced, jvp):

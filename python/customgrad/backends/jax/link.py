@@ -82,7 +82,7 @@ def call(arguments: Any) -> Any:
     else:
         f.defvjp(fwd, bwd)
     try:
-        results = f(*traced.primals)
+        results = traced.called(f)
     except TypeError as error:
         if "forward-mode autodiff (jvp) to a custom_vjp" not in str(error):
             raise

@@ -67,7 +67,7 @@ def tied_to_hidden(f: Any, primals: list[Any], hidden: list[Any]) -> list[Any]:
     floats = [k for k, p in enumerate(primals) if is_float(p)]
     if not floats:
         return primals
-    names = [name for name, _ in hidden]
+    names = [name for name, _ in hidden]  # (None: found by jax's record, `UntiedTracers`)
 
     @jax.custom_jvp
     def tie(ps, _):
@@ -77,7 +77,7 @@ def tied_to_hidden(f: Any, primals: list[Any], hidden: list[Any]) -> list[Any]:
         (ps, _), (dps, dhidden) = values, tangents
         carried = [name for name, t in zip(names, dhidden) if not isinstance(t, _SymbolicZero)]
         if carried:
-            raise msg.jax_hidden_tracer(f, list(dict.fromkeys(carried)))
+            raise msg.jax_hidden_tracer(f, list(dict.fromkeys([n for n in carried if n])))
         return ps, [jnp.zeros_like(p) if isinstance(t, _SymbolicZero) else t
                     for p, t in zip(ps, dps)]
 
@@ -92,18 +92,26 @@ def tied_to_hidden(f: Any, primals: list[Any], hidden: list[Any]) -> list[Any]:
 _SymbolicZero = jax.custom_derivatives.SymbolicZero
 
 
-def foreign_constants() -> int:
-    """How many constants of the jaxpr being traced now (`JaxprStackFrame.constvar_to_val`) are
-    tracers of a differentiation (`being_differentiated`): jax's own record of the values a
-    traced function used without receiving them, whatever Python route led there. 0 where no
-    jaxpr is being traced; a few entries to count where one is. (A jit's own tracer is no
-    error: jax.jit alone takes it; whether a grad outside the jit differentiates it cannot be
-    told here, see `tied_to_hidden`.)"""
+def traced_constants() -> list[Any]:
+    """The tracers among the constants of the jaxpr being traced now
+    (`JaxprStackFrame.constvar_to_val`): jax's own record of the values of enclosing
+    transformations a traced function used without receiving them, whatever Python route led
+    there. Empty where no jaxpr is being traced; a few entries to read where one is."""
     trace = getattr(_jax_core.trace_ctx, "trace", None)
     constants = getattr(getattr(trace, "frame", None), "constvar_to_val", None)
     if not constants:
-        return 0
-    return sum([being_differentiated(v) for v in list(constants.values())])
+        return []
+    return [v for v in list(constants.values()) if isinstance(v, jax.core.Tracer)]
+
+
+class UntiedTracers(Exception):
+    """Internal: f used float tracers of a jit (`tracers`) that none of the call's own checks
+    saw, so they are not tied (`tied_to_hidden`); `Traced.called` ties them and applies the
+    custom_vjp (custom_jvp) again. Never reaches the user."""
+
+    def __init__(self, tracers: list[Any]) -> None:
+        super().__init__("customgrad: untied tracers (internal)")
+        self.tracers = tracers
 
 
 def _is_tracer(x) -> bool:
@@ -216,6 +224,7 @@ class Traced:
     traced: bool
     specs: list[Any]
     hidden: Hidden | None
+    tied: list[Any]
     collect_losses: bool
     output: Any
     assigned: list[Any]
@@ -249,6 +258,7 @@ class Traced:
             reached = [(n, v) for n, v in reached if all(v is not h for h in self.hidden.values)]
         if reached:
             self.primals = tied_to_hidden(arguments.f, self.primals, reached)
+        self.tied = [value for _, value in reached]
         self.collect_losses = collects_losses(mapping)  # a loss added inside f would be lost
         self.output = None  # the output's structure (of specs), once f ran
         self.assigned = []  # the variables f assigned, in the order their values follow
@@ -269,7 +279,7 @@ class Traced:
         if self.hidden:
             arguments, values = self.hidden.bind(arguments, values, primals[len(self.specs):])
         f = self.arguments.f
-        before = foreign_constants()
+        before = len(traced_constants())
         try:
             with variables_bound(self.mapping, self.variable_ids, variable_primals) as scope:
                 _, out_leaves, backward = arguments.forward(values)
@@ -277,9 +287,12 @@ class Traced:
             # jax's own record of the trace: f used a tracer of the enclosing transformation
             # that it did not receive, by whatever route (the walk above sees one level only)
             raise msg.jax_hidden_tracer(f, []) from error
-        if foreign_constants() > before:
-            # ... or, where a jaxpr is being traced (under jit), made it a constant of that jaxpr
-            raise msg.jax_hidden_tracer(f, [])
+        # ... or, where a jaxpr is being traced (under jit), made it a constant of that jaxpr:
+        # one being differentiated is refused now; a jit's own is no error (jax.jit alone
+        # takes it) but is tied, so that a grad of the jit refuses it by name
+        used = traced_constants()[before:]  # (the constants only grow, in order)
+        if used:
+            self.refuse_or_tie(used)
         updates = list(scope.updates.values()) if scope is not None else []
         if updates and not self.assignments_leave:
             raise msg.jax_forward_mode_assigned(f, len(updates))
@@ -301,6 +314,29 @@ class Traced:
         rule = Rule(link, float_outputs, self.specs,
                     (self.mapping, self.variable_ids, variable_primals))
         return arrays + [jnp.asarray(value) for _, value in updates], rule
+
+    def refuse_or_tie(self, used: list[Any]) -> None:
+        """Raises for the tracers f used without receiving them (`used`, jax's record): the
+        named error for one being differentiated, `UntiedTracers` for a jit's float tracers
+        not tied yet."""
+        f = self.arguments.f
+        if any([being_differentiated(v) for v in used]):
+            raise msg.jax_hidden_tracer(f, [])
+        untied = [v for v in used if is_float(v) and all([v is not t for t in self.tied])]
+        if untied:
+            raise UntiedTracers(untied)
+
+    def called(self, custom: Any) -> Any:
+        """`custom(*self.primals)`: the custom_vjp (custom_jvp) function of this call applied;
+        where f used a jit's tracers that no check before f ran saw (`UntiedTracers`), applied
+        again with those tied (f is traced twice then)."""
+        try:
+            return custom(*self.primals)
+        except UntiedTracers as found:
+            self.primals = tied_to_hidden(self.arguments.f, self.primals,
+                                          [(None, t) for t in found.tracers])
+            self.tied = [*self.tied, *found.tracers]
+            return custom(*self.primals)
 
     def rebuild(self, arrays: Any) -> Any:
         """f's output with `arrays` (what custom_vjp returned for f's array leaves) in it."""

@@ -41,6 +41,26 @@ def has_tangents(tensors: Any) -> bool:
                 for t in tensors])
 
 
+def primals(tensors: list[Any]) -> list[Any]:
+    """The tensors f receives in forward mode: each input's primal where it carries a tangent at
+    the innermost forward level (a forward_ad dual level, or a torch.func.jvp level no other
+    transform is inside: jvp, jacfwd), else the input itself. The JVP comes from grad_fn on the
+    inputs' own tangents, so f need not see them; and without them, a tangent on f's outputs can
+    only come from one f read without receiving it, which `link` then tells apart from the
+    inputs' (with them, f's own tangent of x would hide it: a silent loss).
+
+    An input that requires grad keeps its tangent: a backward run inside the forward level
+    (torch.autograd.grad of f's output, forward over reverse) runs grad_fn, whose closure must
+    hold x's tangent then. For such an input a hidden tangent is found by the walk only."""
+    if forward_ad._current_level < 0 or torch.compiler.is_compiling():
+        return tensors
+    if torch._C._are_functorch_transforms_active() and (
+            retrieve_all_functorch_interpreters()[-1].key() != TransformType.Jvp):
+        return tensors  # (a transform inside the jvp level: its wrappers are not unpacked)
+    return [forward_ad.unpack_dual(t).primal
+            if isinstance(t, torch.Tensor) and not t.requires_grad else t for t in tensors]
+
+
 def tangent_test() -> Any:
     """A predicate telling whether a tensor carries a forward-mode tangent now (dual tensors of
     torch.autograd.forward_ad, or of a torch.func.jvp level: jvp, jacfwd, hessian), or None

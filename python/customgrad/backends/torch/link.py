@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..._convention import inspect_grad_fn
-from .forward_mode import DualLink, has_tangents, hidden_tangents, tangent_test
+from .forward_mode import DualLink, has_tangents, hidden_tangents, primals, tangent_test
 from .functions import LinkFunction, functorch_link, functorch_link_eagerly
 from ... import _messages as msg
 from .hidden_inputs import hidden_tensors, hidden_leaves_error, may_read_hidden, next_node_number
@@ -25,9 +25,22 @@ def _requires_grad(t) -> bool:
 def call(arguments: Any) -> Any:
     if torch.compiler.is_compiling() and _reaches_hidden(arguments.f):
         return _eager_call(arguments)  # a graph break: the walk below tells what f read
-    dual = has_tangents(arguments.tensor_values)
-    start = None if torch.compiler.is_compiling() else next_node_number()
-    return link(arguments, *arguments.forward(arguments.tensor_values), start, dual=dual)
+    values = arguments.tensor_values
+    if torch.compiler.is_compiling():
+        # f runs on the inputs detached: torch.compile does not differentiate grad_fn (no
+        # double backward), and an output that requires grad then tells that f read a tensor
+        # that requires grad without receiving it, which tracing has no autograd nodes to find:
+        # the call then runs eagerly, where they are found (f's traced ops go unused)
+        received = [t.detach() if _requires_grad(t) else t for t in values]
+        output, out_leaves, backward = arguments.forward(received)
+        if any([_requires_grad(o) for o in out_leaves]) and not any(
+                [_requires_grad(t) for t in backward.reads.values]):
+            return _eager_call(arguments)
+        return link(arguments, output, out_leaves, backward, None)
+    dual = has_tangents(values)
+    start = next_node_number()
+    received = primals(values)  # (after `start`: the autograd walk sees their views as f's)
+    return link(arguments, *arguments.forward(received), start, dual=dual, received=received)
 
 
 # evaluated by dynamo as it traces (it cannot read closure cells itself), its answer a constant
@@ -40,7 +53,7 @@ _eager_call = torch.compiler.disable(call, reason=(
 
 
 def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any,
-         hidden: Any = None, dual: bool = False) -> Any:
+         hidden: Any = None, dual: bool = False, received: Any = None) -> Any:
     """Attaches the outputs of the forward f ran (with autograd on) to the inputs through
     `LinkFunction`, whose backward runs grad_fn (through `backward.link(...)`, a `_call.Link`); returns
     the output (f's `output`, when nothing needs grad).
@@ -48,7 +61,8 @@ def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any
     `start`: the number of the first autograd node f could have made (None under
     torch.compile, whose tracing has no autograd nodes to walk); `hidden`: the leaf tensors
     requiring grad that f read without receiving them (None: not looked for yet); `dual`: an
-    input carries a forward-mode tangent, and `DualLink` links every input."""
+    input carries a forward-mode tangent, and `DualLink` links every input; `received`: the
+    tensors f ran on, where they are not the inputs (`forward_mode.primals`)."""
     # forward mode: whether a tensor carries a tangent (None: none can)
     carries = None if torch.compiler.is_compiling() else tangent_test()
     if not torch.is_grad_enabled() and not dual and carries is None:
@@ -69,7 +83,8 @@ def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any
                                [*var_values, *(hidden or ())])
         if more:
             hidden = [*(hidden or ()), *more]
-        elif not any([carries(t) for t in (*values, *var_values, *(hidden or ()))]) and any(
+        elif not any([carries(t) for t in (*(values if received is None else received),
+                                           *var_values, *(hidden or ()))]) and any(
                 [carries(o) for o in out_leaves]):
             # forward mode's own record: f's outputs carry a tangent that none of what f
             # received or read carries, so f read one the walk above did not find
