@@ -1,7 +1,8 @@
 """The route x transform grid: every way a differentiated value reaches a custom-gradient f
 (positional or keyword argument, closure cell, object attribute, list or dict element, a
-variable, a parameter swapped in functionally), each with and without f's own input
-differentiated too, under every transform the backend has (reverse mode eager and compiled,
+variable, a parameter swapped in functionally, and generated nested routes), each with and
+without f's own input differentiated too, and with f's input alone differentiated (`X_ONLY`),
+under every transform the backend has (reverse mode eager and compiled,
 compiled autograd's traced backward of an eager forward, second order, jacobians, forward mode,
 per-sample gradients; the framework's API and customgrad's). Each cell compares customgrad
 with plain autodiff of the same body and is
@@ -398,10 +399,26 @@ def _np(t):
     return None if t is None else keras.ops.convert_to_numpy(t)
 
 
+# `own`, per cell: False (p differentiated, x data), True (both), X_ONLY (x alone, p data: the
+# value reaching f by the route is not differentiated)
+X_ONLY = "x only"
+
+
+def _wrt(own, x, p) -> list:
+    """The arguments a cell differentiates (see X_ONLY)."""
+    return [x] if own == X_ONLY else [x, p] if own else [p]
+
+
+def _argnums(own):
+    return 0 if own == X_ONLY else (0, 1) if own else 1
+
+
 def _with_data_x(transform):
-    """For a transform over fn's differentiated arguments only: x as data unless `own`."""
+    """For a transform over fn's differentiated arguments only: the others as data."""
     @functools.wraps(transform)
     def run(fn, x, p, own):
+        if own == X_ONLY:
+            return transform(lambda q: fn(q, p), (x,), (TX,))
         if own:
             return transform(fn, (x, p), (TX, TP))
         return transform(lambda q: fn(x, q), (p,), (TP,))
@@ -444,7 +461,7 @@ def jax_transforms():
 
     def vmap_grad(fn, x, p, own):
         xs = jnp.asarray(XS)
-        nums = (0, 1) if own else 1
+        nums = _argnums(own)
         g = jax.vmap(jax.grad(_scalar_loss(fn), argnums=nums), in_axes=(0, None))(xs, p)
         return [_np(v) for v in jax.tree_util.tree_leaves(g)]
 
@@ -480,22 +497,23 @@ def torch_transforms():
 
     def tape(second_order=False, compiled=False, fullgraph=False, compiled_backward=False):
         def run(fn, x, p, own):
-            x = x.clone().requires_grad_(own)
-            p = p.clone().requires_grad_(True)
+            x = x.clone().requires_grad_(bool(own))
+            p = p.clone().requires_grad_(own != X_ONLY)
             if compiled:
                 fn = torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)
             loss = (fn(x, p) * tensor(W)).sum()
-            return _torch_gradients(loss, (x, p) if own else (p,), second_order, compiled_backward)
+            return _torch_gradients(loss, tuple(_wrt(own, x, p)), second_order,
+                                    compiled_backward, _wrt(own, TX, TP))
         return run
 
     def dual(fn, x, p, own):
         with forward_ad.dual_level():
-            pd = forward_ad.make_dual(p, tensor(TP))
+            pd = p if own == X_ONLY else forward_ad.make_dual(p, tensor(TP))
             xd = forward_ad.make_dual(x, tensor(TX)) if own else x
             return [_np(forward_ad.unpack_dual(fn(xd, pd)).tangent)]
 
     def vmap_grad(fn, x, p, own):
-        nums = (0, 1) if own else 1
+        nums = _argnums(own)
         g = torch.func.vmap(torch.func.grad(_scalar_loss(fn), argnums=nums),
                             in_dims=(0, None))(tensor(XS), p)
         return [_np(v) for v in torch.utils._pytree.tree_leaves(g)]
@@ -530,8 +548,9 @@ def tensorflow_transforms():
         def run(fn, x, p, own):
             def grads(x, p):
                 body = tf.function(fn) if kind == "around tf.function" else fn
-                return _tf_gradients(lambda: body(x, p), [x, p], [x, p] if own else [p],
-                                     kind == "second order")
+                watched = [x] if own == X_ONLY else [x, p]
+                return _tf_gradients(lambda: body(x, p), watched, _wrt(own, x, p),
+                                     kind == "second order", _wrt(own, TX, TP))
             if kind == "tf.function":
                 grads = tf.function(grads)
             elif kind == "xla":
@@ -541,15 +560,15 @@ def tensorflow_transforms():
 
     def jacobian(fn, x, p, own):
         with tf.GradientTape() as t:
-            t.watch([x, p])
+            t.watch([x] if own == X_ONLY else [x, p])
             y = fn(x, p)
-        return [_np(g) for g in t.jacobian(y, [x, p] if own else [p])]
+        return [_np(g) for g in t.jacobian(y, _wrt(own, x, p))]
 
     def accumulator(in_function):
         def run(fn, x, p, own):
             def jvp(x, p):
-                primals, tangents = ([x, p], [tf.constant(TX), tf.constant(TP)]) if own else (
-                    [p], [tf.constant(TP)])
+                primals = _wrt(own, x, p)
+                tangents = [tf.constant(v) for v in _wrt(own, TX, TP)]
                 with tf.autodiff.ForwardAccumulator(primals, tangents) as acc:
                     y = fn(x, p)
                 return acc.jvp(y)
@@ -595,30 +614,30 @@ def _constant(values):
     return keras.ops.convert_to_tensor(values, dtype="float32")
 
 
-def _directional(first, inputs) -> list:
-    """The terms <g, v> of the second-order transforms: each first derivative against its input's
-    tangent (x's TX, p's TP)."""
-    return [(g, _constant(v)) for g, v in zip(first, [TX, TP][-len(inputs):])]
+def _directional(first, directions) -> list:
+    """The terms <g, v> of the second-order transforms: each first derivative against its
+    input's tangent (`directions`: x's TX, p's TP, as `_wrt` gives them)."""
+    return [(g, _constant(v)) for g, v in zip(first, directions)]
 
 
-def _torch_gradients(loss, inputs, second_order, compiled_backward=False):
+def _torch_gradients(loss, inputs, second_order, compiled_backward=False, directions=None):
     """torch.autograd's derivatives of `loss` (second order: of its directional derivative;
     `compiled_backward`: the backward under compiled autograd)."""
     import torch
 
     if compiled_backward:
         with compiled_autograd():
-            return _torch_gradients(loss, inputs, second_order)
+            return _torch_gradients(loss, inputs, second_order, directions=directions)
     if not second_order:
         grads = torch.autograd.grad(loss, inputs, allow_unused=True)
     else:
         first = torch.autograd.grad(loss, inputs, create_graph=True)
-        total = sum((g * v).sum() for g, v in _directional(first, inputs))
+        total = sum((g * v).sum() for g, v in _directional(first, directions))
         grads = torch.autograd.grad(total, inputs, allow_unused=True)
     return [_np(None if g is None else g.detach()) for g in grads]
 
 
-def _tf_gradients(output, watched, inputs, second_order):
+def _tf_gradients(output, watched, inputs, second_order, directions=None):
     """A GradientTape's derivatives of sum(w * output()) (second order: nested tapes, of its
     directional derivative)."""
     import tensorflow as tf
@@ -631,7 +650,7 @@ def _tf_gradients(output, watched, inputs, second_order):
         first = tape.gradient(loss, inputs)
         if not second_order:
             return first
-        total = tf.add_n([tf.reduce_sum(g * v) for g, v in _directional(first, inputs)])
+        total = tf.add_n([tf.reduce_sum(g * v) for g, v in _directional(first, directions)])
     return outer.gradient(total, inputs)
 
 
@@ -647,14 +666,14 @@ def stateful_run(backend, transform, make, custom, own):
         x = _constant(X).requires_grad_(own)
         loss = (fn(x) * _constant(W)).sum()
         return _torch_gradients(loss, (x, target) if own else (target,), second_order,
-                                transform == "compiled autograd")
+                                transform == "compiled autograd", _wrt(own, TX, TP))
     import tensorflow as tf
 
     body = tf.function(fn) if transform == "tape around tf.function" else fn
 
     def grads(x):
         return _tf_gradients(lambda: body(x), [x, target], [x, target] if own else [target],
-                             second_order)
+                             second_order, _wrt(own, TX, TP))
     if transform == "tape in tf.function":
         grads = tf.function(grads)
     return [_np(g) for g in grads(_constant(X))]
@@ -669,7 +688,7 @@ def cells(backend: str) -> list:
     for route in ROUTES:
         if backend not in ROUTE_BACKENDS.get(route, (backend,)):
             continue
-        for own in (False, True):
+        for own in (False, True, X_ONLY):
             out += [(route, own, t) for t in transforms]
     for route, (_, backends) in STATEFUL.items():
         if backend in backends:
@@ -678,8 +697,13 @@ def cells(backend: str) -> list:
     return out
 
 
+def row_name(route, own) -> str:
+    """The row of a cell's route and `own`: `route`, `route + x`, `route, x only`."""
+    return route + (", x only" if own == X_ONLY else " + x" if own else "")
+
+
 def cell_id(route, own, transform) -> str:
-    return f"{route}{' + x' if own else ''} | {transform}"
+    return f"{row_name(route, own)} | {transform}"
 
 
 def _named(error) -> bool:
@@ -828,7 +852,7 @@ def grid_table(results: dict) -> str:
         transforms = list(dict.fromkeys(r["transform"] for r in rows))
         by_row = {}
         for r in rows:
-            key = r["route"] + (" + x" if r["own"] else "")
+            key = row_name(r["route"], r["own"])
             by_row.setdefault(key, {})[r["transform"]] = SYMBOL[r["status"]]
         lines += [f"**{backend}**", "", "| route | " + " | ".join(transforms) + " |",
                   "|---|" + "---|" * len(transforms)]
@@ -840,7 +864,7 @@ def grid_table(results: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", help="a cell id: 'ROUTE[ + x] | TRANSFORM'")
+    parser.add_argument("--only", action="append", help="a cell id: 'ROUTE[ + x|, x only] | TRANSFORM'")
     parser.add_argument("--all", action="store_true", help="every backend, then the counts")
     parser.add_argument("--table", action="store_true", help="with --all: print the tables")
     parser.add_argument("--write-docs", action="store_true",

@@ -4,6 +4,7 @@ pass them positionally, wherever the backend lets customgrad see it."""
 
 import os
 import re
+import types
 
 import keras
 import numpy as np
@@ -424,6 +425,31 @@ def test_jax_jit_alone_takes_its_own_tracer_any_route_deep():
         return _reading_through_a_bound_method(_Holder(p * 2.0).get)(x)
 
     assert float(jax.jit(fn)(t([3.0]), t([2.0]))[0]) == 12.0
+
+
+@pytest.mark.backends("jax")
+@pytest.mark.parametrize("route", ["attribute", "bound method in a partial"])
+def test_jax_grad_of_jit_with_respect_to_x_alone_is_grad_fns(route):
+    """Under jax.grad(jax.jit(...)) f runs again when the grad differentiates the jit: reading
+    the value again from its object, it would get the first trace's tracer (before: jax's bare
+    "No constant handler" TypeError). The call is a jaxpr with that value as an input
+    (`link.hoisted_call`), and only x is differentiated: grad_fn's 100."""
+    import jax
+
+    def fn(x, p):
+        if route == "attribute":
+            h = types.SimpleNamespace(t=p * 2.0)
+
+            @customgrad.custom_gradient
+            def f(x):
+                return x * h.t, lambda dy: dy * 100.0
+        else:
+            f = _reading_through_a_bound_method(_Holder(p * 2.0).get)
+        return keras.ops.sum(f(x))
+
+    g = jax.grad(lambda x: jax.jit(fn)(x, t([2.0])))(t([3.0]))
+    assert float(g[0]) == 100.0
+    assert float(jax.jit(jax.grad(fn))(t([3.0]), t([2.0]))[0]) == 100.0
 
 
 @pytest.mark.backends("torch")

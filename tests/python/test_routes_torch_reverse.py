@@ -97,9 +97,9 @@ def test_a_closed_over_tensor_under_torch_func_grad_is_still_refused():
 class Scaled(torch.nn.Module):
     """sin(x * w); `custom` through a custom-gradient function whose grad_fn reads `self.w`."""
 
-    def __init__(self, custom):
+    def __init__(self, custom, keyword=False):
         super().__init__()
-        self.custom = custom
+        self.custom, self.keyword = custom, keyword
         self.w = torch.nn.Parameter(tensor([1.0, 2.0]))
 
     def forward(self, x):
@@ -107,12 +107,12 @@ class Scaled(torch.nn.Module):
             return torch.sin(x * self.w)
 
         @customgrad.custom_gradient
-        def f(x):
+        def f(x, scale=1.0):
             def grad_fn(dy, variables=None):
-                c = dy * torch.cos(x * self.w)  # the swapped-in w, as f read it
-                return c * self.w, [c * x]
-            return torch.sin(x * self.w), grad_fn
-        return f(x)
+                c = dy * torch.cos(x * self.w) * scale  # the swapped-in w, as f read it
+                return c * self.w if variables is None else (c * self.w, [c * x])
+            return torch.sin(x * self.w) * scale, grad_fn
+        return f(x, scale=1.0) if self.keyword else f(x)
 
 
 def test_functional_call_with_grad_and_per_sample_grads_gets_autodiffs_gradient():
@@ -140,6 +140,21 @@ def test_functional_call_under_eager_backward_gives_grad_fn_the_swapped_paramete
         grads[custom] = (w.grad, x.grad)
     for got, want in zip(grads[True], grads[False]):
         np.testing.assert_allclose(npy(got), npy(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("path", ["fast path", "general path"])
+def test_functional_call_of_x_alone_gives_grad_fn_the_swapped_parameter(path):
+    """The swapped-in value does not require grad (x alone is differentiated): grad_fn reading
+    `self.w` in the backward still sees it, not the module's stored zeros (before: a zero
+    gradient, silently). A keyword argument takes the general path."""
+    grads = {}
+    for custom in (True, False):
+        w, x = tensor([0.5, -0.7]), tensor([1.5, 2.5]).requires_grad_()
+        module = Scaled(custom, keyword=path == "general path")
+        functional_call(module, {"w": w}, (x,)).sum().backward()
+        grads[custom] = x.grad
+    assert np.any(npy(grads[False]) != 0)
+    np.testing.assert_allclose(npy(grads[True]), npy(grads[False]), rtol=1e-6)
 
 
 class ScaledLayer(keras.layers.Layer):

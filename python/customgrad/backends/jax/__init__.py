@@ -14,8 +14,9 @@ Behind it, one module per concern:
   (`refuse_hidden_tracers`): inside the custom_vjp jax could not use it. Under grad of jit, where
   such a tensor is only a jit tracer while f runs, it is refused by name when the outer grad
   differentiates it, not by jax's CustomVJPException: a keyword or closure-cell tensor becomes an
-  extra input f reads instead (`Hidden`), one read through an object an input of an identity
-  whose JVP refuses it (`tied_to_hidden`).
+  extra input f reads instead (`Hidden`); where jax's record (the jaxpr's constants) shows that
+  f used one by another route, the call is traced once into a jaxpr that takes it as an input
+  (`Hoisted`), whose rules evaluate that jaxpr rather than run f again.
 * `link.py`: `call`, on custom_vjp. As in jax.custom_gradient, grad_fn is traced into a jaxpr
   inside the forward rule so that the tensors it closes over become explicit residuals (that is
   what makes jit, vmap and grad-of-grad work). Variables f assigns (a SeedGenerator's state, a

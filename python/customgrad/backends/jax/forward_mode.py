@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import _forward
 from .tensors import is_float, zeros
-from .traced import Traced, concrete
+from .traced import HiddenTracers, Hoisted, Traced, concrete
 
 
 def call_forward_mode(arguments: Any) -> Any:
@@ -43,17 +43,51 @@ def call_forward_mode(arguments: Any) -> Any:
         _forward.check_linear(rule.link.backward.f, rule.link.backward.grad_fn,
                               check_rule if concrete(primals) else None,
                               [out_leaves[j].shape for j in float_outputs])
-        _, back = jax.vjp(rule, *[jnp.zeros_like(out_leaves[j]) for j in float_outputs])
-        float_tangents = iter(back([_instantiate(tangents[k], specs[k]) for k in floating_in]))
-        out_tangents = [next(float_tangents) if is_float(o)
-                        else np.zeros(o.shape, dtype=jax.dtypes.float0) for o in out_leaves]
-        return out_leaves, out_tangents
+        return out_leaves, derived_tangents(rule, out_leaves, float_outputs,
+                                            [tangents[k] for k in floating_in],
+                                            [specs[k] for k in floating_in])
 
     if traced.hidden:
         primal.defjvp(_refusing_hidden(traced, primal_jvp), symbolic_zeros=True)
     else:
         primal.defjvp(primal_jvp)
-    return traced.rebuild(traced.called(primal))
+    try:
+        return traced.rebuild(primal(*traced.primals))
+    except HiddenTracers:  # jax's record: f used a jit's tracers it did not receive
+        return traced.rebuild(_hoisted_call(traced))
+
+
+def derived_tangents(rule: Any, out_leaves: Any, float_outputs: Any, tangents: Any,
+                     specs: Any) -> list[Any]:
+    """The output tangents J v: the VJP of the rule (grad_fn, linear in the cotangents) applied
+    to the float inputs' `tangents` (None or a symbolic zero: zero)."""
+    _, back = jax.vjp(rule, *[jnp.zeros_like(out_leaves[j]) for j in float_outputs])
+    float_tangents = iter(back([_instantiate(t, s) for t, s in zip(tangents, specs)]))
+    return [next(float_tangents) if is_float(o) else np.zeros(o.shape, dtype=jax.dtypes.float0)
+            for o in out_leaves]
+
+
+def _hoisted_call(traced: Any) -> Any:
+    """`call_forward_mode` as a `Hoisted` one: f used tracers of a jit it did not receive."""
+    hoisted = Hoisted(traced)
+    specs, n_specs = traced.specs, len(traced.specs)
+    floating_in = [k for k, s in enumerate(specs) if s.floating]
+
+    @jax.custom_jvp
+    def primal(*args):
+        return hoisted.run(args)[0]
+
+    def primal_jvp(args, tangents):
+        hoisted.refuse_carried([not isinstance(t, jax.custom_derivatives.SymbolicZero)
+                                for t in tangents[n_specs:]])
+        out_leaves, residuals = hoisted.run(args)
+        return out_leaves, derived_tangents(hoisted.rule(residuals), out_leaves,
+                                            hoisted.float_outputs,
+                                            [tangents[k] for k in floating_in],
+                                            [specs[k] for k in floating_in])
+
+    primal.defjvp(primal_jvp, symbolic_zeros=True)
+    return primal(*hoisted.inputs)
 
 
 def _refusing_hidden(traced, jvp):
@@ -77,6 +111,7 @@ def _instantiate(tangent, spec_):
     SymbolicZero in some paths)."""
     if isinstance(tangent, jax.Array) and tangent.dtype == spec_.dtype:
         return tangent
-    if getattr(tangent, "dtype", None) == jax.dtypes.float0 or tangent is None:
+    if (getattr(tangent, "dtype", None) == jax.dtypes.float0 or tangent is None
+            or isinstance(tangent, jax.custom_derivatives.SymbolicZero)):
         return zeros(spec_)
     return jnp.asarray(tangent, spec_.dtype)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import _messages as msg
 from .tensors import zeros
-from .traced import Traced, concrete
+from .traced import HiddenTracers, Hoisted, Traced, concrete
 
 
 @jax.tree_util.register_pytree_node_class
@@ -82,7 +82,10 @@ def call(arguments: Any) -> Any:
     else:
         f.defvjp(fwd, bwd)
     try:
-        results = traced.called(f)
+        try:
+            results = f(*traced.primals)
+        except HiddenTracers:  # jax's record: f used a jit's tracers it did not receive
+            results = hoisted_call(traced)
     except TypeError as error:
         if "forward-mode autodiff (jvp) to a custom_vjp" not in str(error):
             raise
@@ -91,6 +94,37 @@ def call(arguments: Any) -> Any:
     for variable, value in zip(traced.assigned, results[n_outputs:]):
         variable.assign(value)  # into the caller's stateless scope
     return traced.rebuild(results[:n_outputs])
+
+
+def hoisted_call(traced: Traced) -> Any:
+    """`call` as a `Hoisted` one: f used tracers of a jit that it did not receive."""
+    hoisted = Hoisted(traced)
+    n_specs = len(traced.specs)
+
+    def primal(*args):
+        return hoisted.run(args)[0]
+
+    def fwd(*args):
+        hoisted.refuse_carried([a.perturbed for a in args[n_specs:]])
+        outputs, residuals = hoisted.run([a.value for a in args])
+        return outputs, _Residuals(hoisted.rule_jaxpr, residuals, hoisted.float_outputs)
+
+    def bwd(res, cotangents):
+        cotangents = [jnp.zeros(c.shape, c.dtype)
+                      if isinstance(c, jax.custom_derivatives.SymbolicZero) else c
+                      for c in cotangents]
+        grads = iter(res(*[cotangents[j] for j in res.float_outputs]))
+        given = [next(grads) if s.floating else _no_gradient(s) for s in traced.specs]
+        return (*given, *[zeros(s) if s.floating else _no_gradient(s) for s in hoisted.specs])
+
+    call = jax.custom_vjp(primal)
+    call.defvjp(fwd, bwd, symbolic_zeros=True)
+    return call(*hoisted.inputs)
+
+
+def _no_gradient(s):
+    """The cotangent of an input that is not floating point."""
+    return np.zeros(s.shape, dtype=jax.dtypes.float0)
 
 
 def _refusing_hidden(traced, fwd, bwd):

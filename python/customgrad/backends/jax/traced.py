@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jax.extend.core as _jax_core_ext
 from jax._src import core as _jax_core  # the current trace: no public API names it
 
 from ... import _messages as msg, _tree
@@ -45,7 +46,7 @@ def refuse_hidden_tracers(f: Any, received: Any) -> list[Any]:
     f that closes over something or is a bound method; other calls skip it.
 
     Returns (name, tracer) for the other float tracers it reaches so (a jit's, whose
-    differentiation, if any, comes later: `tied_to_hidden`)."""
+    differentiation, if any, comes later: `Hoisted`), to name them in messages."""
     if not (getattr(f, "__closure__", None) or getattr(f, "__self__", None) is not None):
         return []
     skip = {id(t) for t in received}
@@ -55,41 +56,6 @@ def refuse_hidden_tracers(f: Any, received: Any) -> list[Any]:
     if names:
         raise msg.jax_hidden_tracer(f, list(dict.fromkeys(names)))
     return [(name, value) for name, value in reached if is_float(value)]
-
-
-def tied_to_hidden(f: Any, primals: list[Any], hidden: list[Any]) -> list[Any]:
-    """`primals` passed through an identity (a custom_jvp) that takes the tracers f reaches
-    through objects (`hidden`: (name, tracer) from `refuse_hidden_tracers`) as inputs too: its
-    JVP rule raises `msg.jax_hidden_tracer` naming those that carry a tangent. Under
-    jax.grad(jax.jit(...)) that JVP runs before the custom_vjp's, which would raise jax's own
-    CustomVJPException for the closed-over value; not differentiated, they change nothing. Only
-    the float primals are tied (at least one is needed for the identity to be used)."""
-    floats = [k for k, p in enumerate(primals) if is_float(p)]
-    if not floats:
-        return primals
-    names = [name for name, _ in hidden]  # (None: found by jax's record, `UntiedTracers`)
-
-    @jax.custom_jvp
-    def tie(ps, _):
-        return ps
-
-    def tie_jvp(values, tangents):
-        (ps, _), (dps, dhidden) = values, tangents
-        carried = [name for name, t in zip(names, dhidden) if not isinstance(t, _SymbolicZero)]
-        if carried:
-            raise msg.jax_hidden_tracer(f, list(dict.fromkeys([n for n in carried if n])))
-        return ps, [jnp.zeros_like(p) if isinstance(t, _SymbolicZero) else t
-                    for p, t in zip(ps, dps)]
-
-    tie.defjvp(tie_jvp, symbolic_zeros=True)
-    tied = tie([primals[k] for k in floats], [t for _, t in hidden])
-    primals = list(primals)
-    for k, p in zip(floats, tied):
-        primals[k] = p
-    return primals
-
-
-_SymbolicZero = jax.custom_derivatives.SymbolicZero
 
 
 def traced_constants() -> list[Any]:
@@ -104,14 +70,9 @@ def traced_constants() -> list[Any]:
     return [v for v in list(constants.values()) if isinstance(v, jax.core.Tracer)]
 
 
-class UntiedTracers(Exception):
-    """Internal: f used float tracers of a jit (`tracers`) that none of the call's own checks
-    saw, so they are not tied (`tied_to_hidden`); `Traced.called` ties them and applies the
-    custom_vjp (custom_jvp) again. Never reaches the user."""
-
-    def __init__(self, tracers: list[Any]) -> None:
-        super().__init__("customgrad: untied tracers (internal)")
-        self.tracers = tracers
+class HiddenTracers(Exception):
+    """Internal: f used tracers of a jit that it did not receive; the caller makes the call
+    again as a `Hoisted` one, which takes them as inputs. Never reaches the user."""
 
 
 def _is_tracer(x) -> bool:
@@ -131,7 +92,7 @@ class Hidden:
     differentiated, fail on the stale jit tracer); as a primal, the rule sees whether it is
     perturbed, refuses it by name (`refusal`), and else gives it a zero gradient. An object's
     attribute or element cannot be handled so (f would read another value only if the object
-    were changed): `tied_to_hidden` refuses those."""
+    were changed): such a call is made a `Hoisted` one."""
 
     keywords: list[tuple[int, str | None]]
     cells: list[tuple[int, str]]
@@ -198,6 +159,69 @@ def _keyword_of(kwargs: dict[Any, Any], leaf) -> str | None:
     return None
 
 
+class Hoisted:
+    """A traced call where f used tracers of a jit that it did not receive, through whatever
+    object (jax's record: `HiddenTracers`): f and grad_fn traced once into a jaxpr, whose
+    constants that are tracers (those values, and what grad_fn closes over) are passed to the
+    custom_vjp (custom_jvp) as inputs after the call's primals (`inputs`), and whose rules
+    evaluate the jaxpr (`run`) instead of running f again. Run again (as a grad of the jit runs
+    the rules), f would read the first trace's tracers from its objects (jax's "No constant
+    handler" TypeError); closed over, one the grad differentiates would end in jax's
+    CustomVJPException. As inputs, the rules see which are differentiated: `refuse_carried`
+    names them; the others get a zero gradient (`specs`: theirs, after the `Hidden` ones)."""
+
+    def __init__(self, traced: Traced) -> None:
+        self.traced = traced
+        layout = {}  # what tracing the forward tells: its outputs' count, grad_fn's jaxpr
+
+        def forward(*primals):
+            outputs, rule = traced.forward(primals)
+            jaxpr = jax.make_jaxpr(rule)(*[jax.typeof(outputs[j]) for j in rule.float_outputs])
+            layout.update(n_out=len(outputs), rule=jaxpr.jaxpr,
+                          float_outputs=rule.float_outputs)
+            return [*outputs, *jaxpr.consts]
+
+        traced.hoisting = True
+        closed = jax.make_jaxpr(forward)(*traced.primals)
+        self.jaxpr, consts = closed.jaxpr, list(closed.consts)
+        self.at = [k for k, c in enumerate(consts) if isinstance(c, jax.core.Tracer)]
+        self.tracers = [consts[k] for k in self.at]
+        for k in self.at:
+            consts[k] = None  # (not kept: `run` gets them as inputs)
+        self.consts = consts
+        self.n_out, self.rule_jaxpr = layout["n_out"], layout["rule"]
+        self.float_outputs = layout["float_outputs"]
+        self.inputs = [*traced.primals, *self.tracers]
+        self.specs = [*(traced.hidden.specs if traced.hidden else ()),
+                      *[spec(t) for t in self.tracers]]
+
+    def run(self, args: Any) -> tuple[list[Any], list[Any]]:
+        """(f's output leaves, the constants of grad_fn's jaxpr `rule_jaxpr`) for `inputs`."""
+        n = len(self.traced.primals)
+        values = list(self.consts)
+        for k, v in zip(self.at, args[n:]):
+            values[k] = v
+        out = _jax_core_ext.jaxpr_as_fun(_jax_core_ext.ClosedJaxpr(self.jaxpr, values))(
+            *args[:n])
+        return out[:self.n_out], out[self.n_out:]
+
+    def rule(self, residuals: list[Any]) -> Any:
+        """grad_fn's jaxpr with these constants, as a function of the cotangents."""
+        return _jax_core_ext.jaxpr_as_fun(_jax_core_ext.ClosedJaxpr(self.rule_jaxpr, residuals))
+
+    def refuse_carried(self, carried: list[bool]) -> None:
+        """Raises the named error where one of the inputs after the call's positional ones and
+        variables (`carried`, in `inputs`' order from there) is being differentiated."""
+        traced = self.traced
+        n_hidden = len(traced.primals) - len(traced.specs)
+        for k, c in enumerate(carried):
+            if c and k < n_hidden:  # a keyword or closure cell (`Hidden`)
+                raise traced.hidden.refusal(traced.arguments.f, k)
+            if c:
+                raise msg.jax_hidden_tracer(traced.arguments.f,
+                                            traced.names_of([self.tracers[k - n_hidden]]))
+
+
 def concrete(primals: Any) -> bool:
     """Whether no transformation traces these primals (eager jax.grad hands over arrays)."""
     return not any(isinstance(p, jax.core.Tracer) for p in primals)
@@ -224,7 +248,8 @@ class Traced:
     traced: bool
     specs: list[Any]
     hidden: Hidden | None
-    tied: list[Any]
+    reached: list[Any]
+    hoisting: bool
     collect_losses: bool
     output: Any
     assigned: list[Any]
@@ -256,9 +281,8 @@ class Traced:
         if self.hidden:
             self.primals = self.primals + self.hidden.values
             reached = [(n, v) for n, v in reached if all(v is not h for h in self.hidden.values)]
-        if reached:
-            self.primals = tied_to_hidden(arguments.f, self.primals, reached)
-        self.tied = [value for _, value in reached]
+        self.reached = reached  # (name, tracer): a jit's tracers f reaches through objects
+        self.hoisting = False  # f traced for `Hoisted`: the tracers it used become inputs
         self.collect_losses = collects_losses(mapping)  # a loss added inside f would be lost
         self.output = None  # the output's structure (of specs), once f ran
         self.assigned = []  # the variables f assigned, in the order their values follow
@@ -289,10 +313,10 @@ class Traced:
             raise msg.jax_hidden_tracer(f, []) from error
         # ... or, where a jaxpr is being traced (under jit), made it a constant of that jaxpr:
         # one being differentiated is refused now; a jit's own is no error (jax.jit alone
-        # takes it) but is tied, so that a grad of the jit refuses it by name
+        # takes it), but the call is made again in a way that takes it (`HiddenTracers`)
         used = traced_constants()[before:]  # (the constants only grow, in order)
         if used:
-            self.refuse_or_tie(used)
+            self.refuse_hidden(used)
         updates = list(scope.updates.values()) if scope is not None else []
         if updates and not self.assignments_leave:
             raise msg.jax_forward_mode_assigned(f, len(updates))
@@ -315,28 +339,18 @@ class Traced:
                     (self.mapping, self.variable_ids, variable_primals))
         return arrays + [jnp.asarray(value) for _, value in updates], rule
 
-    def refuse_or_tie(self, used: list[Any]) -> None:
+    def refuse_hidden(self, used: list[Any]) -> None:
         """Raises for the tracers f used without receiving them (`used`, jax's record): the
-        named error for one being differentiated, `UntiedTracers` for a jit's float tracers
-        not tied yet."""
-        f = self.arguments.f
+        named error for one being differentiated, `HiddenTracers` for a jit's (unless they
+        are being hoisted)."""
         if any([being_differentiated(v) for v in used]):
-            raise msg.jax_hidden_tracer(f, [])
-        untied = [v for v in used if is_float(v) and all([v is not t for t in self.tied])]
-        if untied:
-            raise UntiedTracers(untied)
+            raise msg.jax_hidden_tracer(self.arguments.f, self.names_of(used))
+        if not self.hoisting:
+            raise HiddenTracers
 
-    def called(self, custom: Any) -> Any:
-        """`custom(*self.primals)`: the custom_vjp (custom_jvp) function of this call applied;
-        where f used a jit's tracers that no check before f ran saw (`UntiedTracers`), applied
-        again with those tied (f is traced twice then)."""
-        try:
-            return custom(*self.primals)
-        except UntiedTracers as found:
-            self.primals = tied_to_hidden(self.arguments.f, self.primals,
-                                          [(None, t) for t in found.tracers])
-            self.tied = [*self.tied, *found.tracers]
-            return custom(*self.primals)
+    def names_of(self, tracers: list[Any]) -> list[str]:
+        """The names the walk of f's objects gives these tracers (`reached`), where it does."""
+        return [name for name, value in self.reached if any([value is t for t in tracers])]
 
     def rebuild(self, arrays: Any) -> Any:
         """f's output with `arrays` (what custom_vjp returned for f's array leaves) in it."""

@@ -20,6 +20,7 @@ from ..._variables import recording
 from .hidden_inputs import hidden_tensors, next_node_number
 from .functions import link_apply
 from .link import link, version_guard
+from .rebinding import swapped_in
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 _BACKEND = sys.modules[__package__]
 
 _Tensor = torch.Tensor
+_Module = torch.nn.Module
 _detach = operator.methodcaller("detach")
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -63,6 +65,8 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         except ValueError:  # an empty cell: a name not assigned yet
             continue
         if isinstance(value, _Tensor) and value.requires_grad and not value.is_leaf:
+            return None
+        if isinstance(value, _Module) and swapped_in(value):  # grad_fn must see them again
             return None
     start = next_node_number()
     # torch has no read watcher (`watching_reads()` is None): this is `run_reading`

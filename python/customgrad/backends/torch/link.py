@@ -16,7 +16,7 @@ from .forward_mode import DualLink, has_tangents, hidden_tangents, primals, tang
 from .functions import LinkFunction, functorch_link, functorch_link_eagerly
 from ... import _messages as msg
 from .hidden_inputs import hidden_tensors, hidden_leaves_error, may_read_hidden, next_node_number
-from .rebinding import in_stateless_scope, rebound
+from .rebinding import rebound
 
 def _requires_grad(t) -> bool:
     return isinstance(t, torch.Tensor) and t.requires_grad
@@ -110,7 +110,7 @@ def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any
         linked_inputs = linked_inputs + wanted
     link = backward.link(None if every_output else linked_outputs, inputs, variables, var_values,
                          wanted, guard(backward.f, backward.grad_fn, hidden))
-    if not torch.compiler.is_compiling() and (hidden or in_stateless_scope()):
+    if not torch.compiler.is_compiling():
         link = rebound(link, backward.f, backward.grad_fn, hidden)
     if transformed:
         apply = (functorch_link_eagerly if torch.compiler.is_compiling()

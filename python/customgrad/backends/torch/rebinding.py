@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 def _rebound(link, f, grad_fn, hidden):
     """`link`, calling grad_fn with what f read bound again (see the module's docstring), or
     `link` itself where nothing was bound only for the call (the common case: no stateless
-    scope, no hidden tensor in a module's parameter or buffer)."""
+    scope, no module f reaches with a tensor swapped in)."""
     mapping = dict(get_stateless_scope().state_mapping) if in_stateless_scope() else None
-    slots = _module_slots(hidden, f, grad_fn) if hidden else []
+    slots = _module_slots(hidden or (), f, grad_fn)
     if mapping is None and not slots:
         return link
     return Rebound(link, mapping, slots)
@@ -41,9 +41,19 @@ def _rebound(link, f, grad_fn, hidden):
 rebound: Callable[..., Any] = torch.compiler.disable(_rebound)
 
 
+def swapped_in(module: Any) -> bool:
+    """Whether a parameter slot of the module or of its submodules holds a tensor that is no
+    nn.Parameter: one torch.func.functional_call swapped in for the call (a module's own
+    parameters are nn.Parameters), which grad_fn reading `self.w` later would not see."""
+    return any([not isinstance(t, torch.nn.Parameter) for m in module.modules()
+                for t in m._parameters.values() if t is not None])
+
+
 def _module_slots(hidden, *fns) -> list[Any]:
     """(slots, name, tensor) for each parameter or buffer slot of the torch modules the
-    functions reach that held a hidden tensor while f ran (functional_call swaps them there)."""
+    functions reach that held a hidden tensor while f ran, and each parameter slot holding a
+    tensor swapped in (`swapped_in`; functional_call swaps them there), also one that does not
+    require grad (grad_fn reading `self.w` still needs the value f used)."""
     ids = {id(t) for t in hidden}
     found, seen = [], set()
     for _, obj in objects_of(*fns):
@@ -57,8 +67,11 @@ def _module_slots(hidden, *fns) -> list[Any]:
                 if id(m) in seen:
                     continue
                 seen.add(id(m))
-                for slots in (m._parameters, m._buffers):
-                    found.extend((slots, name, t) for name, t in slots.items() if id(t) in ids)
+                found.extend((m._parameters, name, t) for name, t in m._parameters.items()
+                             if id(t) in ids or (t is not None
+                                                 and not isinstance(t, torch.nn.Parameter)))
+                found.extend((m._buffers, name, t) for name, t in m._buffers.items()
+                             if id(t) in ids)
     return found
 
 
