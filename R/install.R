@@ -80,7 +80,11 @@ install_customgrad <- function(backend = c("jax", "tensorflow", "torch"),
   commands <- list(
     c(python, "-m", "venv", path),
     c(env_python, "-m", "pip", "install", "--disable-pip-version-check",
-      backend_pip_options(backend), pip_options, packages)
+      backend_pip_options(backend), pip_options, packages),
+    # the shipped wheel again, by itself: an R package updated without a new version number
+    # ships another wheel of the same version, which pip would call "already installed"
+    c(env_python, "-m", "pip", "install", "--disable-pip-version-check", "--force-reinstall",
+      "--no-deps", pip_options, dist$wheel)
   )
   setup <- c(sprintf("reticulate::use_virtualenv(%s)", deparse(envname)),
              sprintf("keras3::use_backend(%s)", deparse(backend)),

@@ -33,6 +33,10 @@ test_that("install_customgrad() plans a virtualenv with keras, the backend and t
     expect_true(dist$wheel %in% plan$packages)
     expect_identical(plan$commands[[1]], c("python3", "-m", "venv", file.path(root, "cg")))
     expect_identical(plan$commands[[2]][1:4], c(plan$python, "-m", "pip", "install"))
+    # the wheel reinstalled by itself: a rebuilt wheel of an unchanged version replaces the old
+    expect_identical(plan$commands[[3]][1:4], c(plan$python, "-m", "pip", "install"))
+    expect_true(all(c("--force-reinstall", "--no-deps", dist$wheel) %in% plan$commands[[3]]))
+    expect_false(any(startsWith(plan$commands[[3]], "keras==")))
     expect_false(dir.exists(file.path(root, "cg")))  # a dry run creates nothing
   }
   plan <- install_customgrad("jax", dry_run = TRUE)
@@ -90,11 +94,12 @@ test_that("install_customgrad() runs pip without R's LD_LIBRARY_PATH and prints 
     }
   )
   seen <- readLines(log)
-  expect_length(seen, 2L)
+  expect_length(seen, 3L)  # the venv, the packages, the wheel again by itself
   expect_true(all(startsWith(seen, "unset ")))
   expect_match(seen[[2]], "-m pip install", fixed = TRUE)
+  expect_match(seen[[3]], "--force-reinstall --no-deps", fixed = TRUE)
   expect_identical(Sys.getenv("LD_LIBRARY_PATH"), "/usr/lib/R/lib")  # R's own is back
-  done <- paste(messages[-(1:2)], collapse = "")
+  done <- paste(messages[-(1:3)], collapse = "")
   for (line in plan$setup) expect_match(done, line, fixed = TRUE)
   expect_match(done, "before anything starts Python", fixed = TRUE)
 })
