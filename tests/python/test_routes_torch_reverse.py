@@ -157,6 +157,24 @@ def test_functional_call_of_x_alone_gives_grad_fn_the_swapped_parameter(path):
     np.testing.assert_allclose(npy(grads[True]), npy(grads[False]), rtol=1e-6)
 
 
+def test_functional_call_of_x_alone_gives_a_bound_method_the_swapped_parameter():
+    """f a bound method of the module (its grad_fn reads `self.w` in the backward)."""
+    class Method(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(tensor([1.0, 2.0]))
+
+        def f(self, x):
+            return torch.sin(x * self.w), lambda dy: dy * torch.cos(x * self.w) * self.w
+
+        def forward(self, x):
+            return customgrad.custom_gradient(self.f)(x)
+
+    w, x = tensor([0.5, -0.7]), tensor([1.5, 2.5]).requires_grad_()
+    functional_call(Method(), {"w": w}, (x,)).sum().backward()
+    np.testing.assert_allclose(npy(x.grad), npy(torch.cos(x * w) * w), rtol=1e-6)
+
+
 class ScaledLayer(keras.layers.Layer):
     """sin(x * k), `custom` through a custom-gradient function whose grad_fn reads `self.k`."""
 

@@ -59,6 +59,9 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
                 and (dtype := a.dtype).is_floating_point):
             return None
         specs.append((a.shape, dtype, a.device))
+    owner = getattr(f, "__self__", None)  # a bound method's module, swapped in: as a cell's
+    if isinstance(owner, _Module) and swapped_in(owner):
+        return None
     for cell in getattr(f, "__closure__", None) or ():
         try:
             value = cell.cell_contents
