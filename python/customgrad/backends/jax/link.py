@@ -71,10 +71,7 @@ def call(arguments: Any) -> Any:
 
     def bwd(res, cotangents):
         grads = iter(res(*[cotangents[j] for j in res.float_outputs]))
-        return tuple(
-            next(grads) if s.floating else np.zeros(s.shape, dtype=jax.dtypes.float0)
-            for s in specs
-        )
+        return tuple(next(grads) if s.floating else _no_gradient(s) for s in specs)
 
     f = jax.custom_vjp(primal)
     if traced.hidden:
@@ -85,7 +82,7 @@ def call(arguments: Any) -> Any:
         try:
             results = f(*traced.primals)
         except HiddenTracers:  # jax's record: f used a jit's tracers it did not receive
-            results = hoisted_call(traced)
+            results = hoisted_call(traced, bwd)
     except TypeError as error:
         if "forward-mode autodiff (jvp) to a custom_vjp" not in str(error):
             raise
@@ -96,8 +93,9 @@ def call(arguments: Any) -> Any:
     return traced.rebuild(results[:n_outputs])
 
 
-def hoisted_call(traced: Traced) -> Any:
-    """`call` as a `Hoisted` one: f used tracers of a jit that it did not receive."""
+def hoisted_call(traced: Traced, bwd: Any) -> Any:
+    """`call` as a `Hoisted` one: f used tracers of a jit that it did not receive. `bwd`:
+    `call`'s, the gradients of the call's own primals."""
     hoisted = Hoisted(traced)
     n_specs = len(traced.specs)
 
@@ -109,22 +107,24 @@ def hoisted_call(traced: Traced) -> Any:
         outputs, residuals = hoisted.run([a.value for a in args])
         return outputs, _Residuals(hoisted.rule_jaxpr, residuals, hoisted.float_outputs)
 
-    def bwd(res, cotangents):
-        cotangents = [jnp.zeros(c.shape, c.dtype)
-                      if isinstance(c, jax.custom_derivatives.SymbolicZero) else c
-                      for c in cotangents]
-        grads = iter(res(*[cotangents[j] for j in res.float_outputs]))
-        given = [next(grads) if s.floating else _no_gradient(s) for s in traced.specs]
-        return (*given, *[zeros(s) if s.floating else _no_gradient(s) for s in hoisted.specs])
+    def bwd_(res, cotangents):
+        return bwd(res, _instantiated(cotangents)) + tuple(
+            zeros(s) if s.floating else _no_gradient(s) for s in hoisted.specs)
 
     call = jax.custom_vjp(primal)
-    call.defvjp(fwd, bwd, symbolic_zeros=True)
+    call.defvjp(fwd, bwd_, symbolic_zeros=True)
     return call(*hoisted.inputs)
 
 
 def _no_gradient(s):
     """The cotangent of an input that is not floating point."""
     return np.zeros(s.shape, dtype=jax.dtypes.float0)
+
+
+def _instantiated(cotangents):
+    """The cotangents of a custom_vjp with symbolic zeros, a symbolic zero as an array."""
+    return [jnp.zeros(c.shape, c.dtype) if isinstance(c, jax.custom_derivatives.SymbolicZero)
+            else c for c in cotangents]
 
 
 def _refusing_hidden(traced, fwd, bwd):
@@ -142,9 +142,6 @@ def _refusing_hidden(traced, fwd, bwd):
         return fwd(*[p.value for p in primals])
 
     def bwd_(res, cotangents):
-        cotangents = [jnp.zeros(c.shape, c.dtype)
-                      if isinstance(c, jax.custom_derivatives.SymbolicZero) else c
-                      for c in cotangents]
-        return bwd(res, cotangents) + tuple(zeros(s) for s in hidden.specs)  # all float
+        return bwd(res, _instantiated(cotangents)) + tuple(zeros(s) for s in hidden.specs)
 
     return fwd_, bwd_

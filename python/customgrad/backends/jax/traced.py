@@ -214,12 +214,13 @@ class Hoisted:
         variables (`carried`, in `inputs`' order from there) is being differentiated."""
         traced = self.traced
         n_hidden = len(traced.primals) - len(traced.specs)
-        for k, c in enumerate(carried):
-            if c and k < n_hidden:  # a keyword or closure cell (`Hidden`)
-                raise traced.hidden.refusal(traced.arguments.f, k)
-            if c:
-                raise msg.jax_hidden_tracer(traced.arguments.f,
-                                            traced.names_of([self.tracers[k - n_hidden]]))
+        if not any(carried):
+            return
+        k = carried.index(True)
+        if k < n_hidden:  # a keyword or closure cell (`Hidden`)
+            raise traced.hidden.refusal(traced.arguments.f, k)
+        raise msg.jax_hidden_tracer(traced.arguments.f,
+                                    traced.names_of([self.tracers[k - n_hidden]]))
 
 
 def concrete(primals: Any) -> bool:
