@@ -862,6 +862,47 @@ def grid_table(results: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# The backend-agnostic transforms, the same call on every backend: their verdicts must agree
+# (`verdict_differences`), row by row, wherever the backends share a route
+SHARED_TRANSFORMS = ("customgrad.grad", "customgrad.jvp")
+# "backend: row | transform" -> why that backend cannot give the others' verdict there (each
+# said in docs/convention.md's paragraph on the rule); empty: one verdict everywhere
+CANNOT: dict = {}
+
+
+def parse_table(table: str) -> dict:
+    """{backend: {(row, transform): symbol}} of `grid_table`'s markdown (docs/convention.md's)."""
+    grids, backend, transforms = {}, None, []
+    for line in table.splitlines():
+        if line.startswith("**") and line.endswith("**"):
+            backend = line.strip("*")
+            grids[backend] = {}
+        elif line.startswith("| route |"):
+            transforms = [c.strip() for c in line.strip("|").split("|")][1:]
+        elif line.startswith("| ") and backend is not None:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            for transform, symbol in zip(transforms, cells[1:]):
+                if symbol:
+                    grids[backend][(cells[0], transform)] = symbol
+    return grids
+
+
+def verdict_differences(grids: dict) -> list:
+    """'row | transform: jax ✓, tensorflow R, ...' for each shared transform's cell whose
+    verdict differs between the backends that have its row, less those `CANNOT` explains."""
+    rows = dict.fromkeys(row for grid in grids.values() for row, _ in grid)
+    out = []
+    for row in rows:
+        for transform in SHARED_TRANSFORMS:
+            seen = {b: grid[(row, transform)] for b, grid in grids.items()
+                    if (row, transform) in grid}
+            if len(set(seen.values())) > 1 and not all(
+                    f"{b}: {row} | {transform}" in CANNOT for b in seen):
+                out.append(f"{row} | {transform}: "
+                           + ", ".join(f"{b} {v}" for b, v in seen.items()))
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="a cell id: 'ROUTE[ + x|, x only] | TRANSFORM'")

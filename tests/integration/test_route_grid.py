@@ -54,3 +54,27 @@ def test_the_docs_table_is_the_grid():
     assert routes.documented_table() == table, (
         "docs/convention.md's route grid differs from the grid; rewrite it with "
         "`python tests/differential/routes.py --all --write-docs`")
+
+
+def test_one_verdict_on_every_backend():
+    """The backend-agnostic call (customgrad.grad, customgrad.jvp) of the same route gives the
+    same verdict on jax, tensorflow and torch: docs/convention.md's tables (the grid's, by the
+    test above) agree row by row wherever the backends share the row."""
+    grids = routes.parse_table(routes.documented_table())
+    assert set(grids) == set(routes.AUTODIFF)
+    shared = [row for row, t in grids["jax"] if t == "customgrad.grad"
+              and all((row, t) in grids[b] for b in grids)]
+    assert len(shared) > 20, shared  # the comparison compares something
+    differences = routes.verdict_differences(grids)
+    assert not differences, "\n".join(differences)
+
+
+def test_a_verdict_difference_is_found():
+    """The comparison fails on one backend giving grad_fn's value where another refuses."""
+    table = routes.documented_table()
+    grids = routes.parse_table(table)
+    row = "attribute"
+    grids["torch"][(row, "customgrad.grad")] = "✓"
+    grids["jax"][(row, "customgrad.grad")] = "R"
+    assert any(d.startswith("attribute | customgrad.grad:")
+               for d in routes.verdict_differences(grids))

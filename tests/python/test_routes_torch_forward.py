@@ -22,7 +22,12 @@ if keras.backend.backend() == "torch":
 
 ROUTES = ["positional", "keyword", "closure", "attribute", "list", "dict", "keras_variable",
           "parameter"]
-REFUSED = {"keyword": "passed by keyword `t`", "closure": "the tensor `t` it closes over"}
+# refused by name, as on every backend: a tensor computed from one being differentiated that f
+# reads without receiving it positionally (docs/convention.md, "Arguments")
+REFUSED = {"keyword": "passed by keyword `t`", "closure": "the tensor `t` it closes over",
+           # (the three hold the same t: the message names the first it finds)
+           "attribute": "`, read through an object", "list": "`, read through an object",
+           "dict": "`, read through an object"}
 TRANSFORMS = ["func.jvp", "jacfwd", "dual", "vmap of dual", "customgrad.jvp"]
 
 
@@ -155,7 +160,7 @@ def test_every_route_gives_autodiffs_jvp_or_a_named_error(route, transform, with
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
-@pytest.mark.parametrize("route", ["attribute", "list", "keras_variable", "parameter"])
+@pytest.mark.parametrize("route", ["keras_variable", "parameter"])
 def test_the_hidden_tangent_goes_through_grad_fn_not_fs_own_ops(route, transform):
     """grad_fn's gradient for t, scaled by 3, shows in the JVP: it is derived from grad_fn."""
     p, x = torch.tensor(P), torch.tensor(X)
@@ -167,7 +172,9 @@ def test_the_hidden_tangent_goes_through_grad_fn_not_fs_own_ops(route, transform
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
 def test_a_hidden_tangent_grad_fn_cannot_take_is_a_named_error(transform):
-    h = types.SimpleNamespace()
+    """A tensor a torch module holds stands for a weight (grad_fn's in `variables=`): a grad_fn
+    without `variables=` is named."""
+    h = torch.nn.Module()
 
     @customgrad.custom_gradient
     def f(x):
@@ -255,7 +262,7 @@ def test_customgrad_hvp_matches_plain_autodiff():
     torch.testing.assert_close(tuple(got), tuple(truth))
 
 
-@pytest.mark.parametrize("route", ["attribute", "parameter"])
+@pytest.mark.parametrize("route", ["parameter"])
 def test_hessian_of_a_hidden_route_matches_plain_autodiff(route):
     p, x = torch.tensor(P), torch.tensor(X)
     hessian = lambda fn: torch.func.hessian(total(fn), argnums=(0, 1))(p, x)  # noqa: E731

@@ -18,13 +18,19 @@ import numpy as np
 
 from ... import _forward
 from .tensors import is_float, zeros
-from .traced import HiddenTracers, Hoisted, Traced, concrete
+from .traced import HiddenTracers, Hoisted, Traced, concrete, direct_output
 
 
 def call_forward_mode(arguments: Any) -> Any:
     traced = Traced(arguments, assignments_leave=False)
-    if not traced.traced:
-        return arguments.output(arguments.tensor_values)[0]  # nothing can differentiate it
+    if not traced.traced:  # as in `link.call`
+        return direct_output(arguments, lambda: _traced_call(
+            Traced(arguments, assignments_leave=False, traced=True)))
+    return _traced_call(traced)
+
+
+def _traced_call(traced: Traced) -> Any:
+    """`call_forward_mode` of a call that a transformation traces."""
     specs = traced.specs
     floating_in = [k for k, s in enumerate(specs) if s.floating]
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import _messages as msg
 from .tensors import zeros
-from .traced import HiddenTracers, Hoisted, Traced, concrete
+from .traced import HiddenTracers, Hoisted, Traced, concrete, direct_output
 
 
 @jax.tree_util.register_pytree_node_class
@@ -49,9 +49,16 @@ class _Residuals:
 def call(arguments: Any) -> Any:
     traced = Traced(arguments, assignments_leave=True)
     if not traced.traced:
-        # Concrete arrays: no transformation is tracing this call, so no gradient can be asked
-        # of it. Run f directly (faster, and its exceptions reach the caller untouched).
-        return arguments.output(arguments.tensor_values)[0]
+        # Concrete arrays: no transformation traces f's inputs, so run f directly (faster, and
+        # its exceptions reach the caller untouched), unless f's output says otherwise.
+        return direct_output(arguments, lambda: _traced_call(
+            Traced(arguments, assignments_leave=True, traced=True)))
+    return _traced_call(traced)
+
+
+def _traced_call(traced: Traced) -> Any:
+    """`call` of a call that a transformation traces."""
+    arguments = traced.arguments
     specs = traced.specs
 
     def primal(*primals):

@@ -223,6 +223,24 @@ class Hoisted:
                                     traced.names_of([self.tracers[k - n_hidden]]))
 
 
+def direct_output(arguments: Any, traced_call: Any) -> Any:
+    """f's output where nothing traces its inputs (concrete arrays, no traced closure cell), f
+    run directly. An output that is traced all the same is jax's own record that f used a
+    value of an enclosing transformation without receiving it, by whatever route (an object's
+    attribute, a bound method, a generator): one being differentiated is refused by name, as
+    on every backend (else autodiff would take its gradient through f's own operations, which
+    the custom gradient replaces); a jit's or vmap's makes the call again as a traced one
+    (`traced_call()`, which hoists it), so that a differentiation of it later is refused too."""
+    output, leaves = arguments.output(arguments.tensor_values)
+    used = [leaf for leaf in leaves if isinstance(leaf, jax.core.Tracer)]
+    if not used:
+        return output
+    if any([being_differentiated(u) for u in used]):
+        refuse_hidden_tracers(arguments.f, arguments.tensor_values)  # names it where it can
+        raise msg.jax_hidden_tracer(arguments.f, [])
+    return traced_call()
+
+
 def concrete(primals: Any) -> bool:
     """Whether no transformation traces these primals (eager jax.grad hands over arrays)."""
     return not any(isinstance(p, jax.core.Tracer) for p in primals)
@@ -257,7 +275,8 @@ class Traced:
     positions: Any
     leaves: list[Any] | None
 
-    def __init__(self, arguments: Any, assignments_leave: bool) -> None:
+    def __init__(self, arguments: Any, assignments_leave: bool, traced: bool = False) -> None:
+        """`traced`: the call is traced although nothing shows it yet (`direct_output`)."""
         self.arguments = arguments
         self.assignments_leave = assignments_leave  # else an assignment in f is an error
         self.mapping = mapping = scope_mapping()
@@ -270,7 +289,7 @@ class Traced:
         self.variable_ids = [key for key, _ in variables]
         self.primals = ([self.tensor_values[k] for k in self.positional]
                         + [value for _, value in variables])
-        self.traced = _closes_over_tracer(arguments.f) or any(
+        self.traced = traced or _closes_over_tracer(arguments.f) or any(
             isinstance(p, jax.core.Tracer) for p in self.primals + self.tensor_values)
         if not self.traced:
             return

@@ -25,8 +25,8 @@ from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 from torch.autograd import forward_ad
 
 from ... import _forward, _messages as msg
-from ..._closure import tensors_reachable
 from ..._convention import inspect_grad_fn
+from .hidden_inputs import SLOT, reachable
 
 
 def has_tangents(tensors: Any) -> bool:
@@ -119,8 +119,10 @@ def hidden_tangents(f: Any, grad_fn: Any, carries: Any, received: Any, known: An
     skip = {id(t) for t in received}
     skip.update(id(t) for t in known)
     found, names = [], []
-    for name, t in tensors_reachable([f], _is_tensor, _module_tensors):
+    for name, t, weight in reachable(f, _module_tensors):
         if id(t) not in skip and carries(t):
+            if not weight:
+                raise msg.hidden_input(f, through=name)
             skip.add(id(t))
             found.append(t)
             names.append(name)
@@ -144,7 +146,7 @@ def _module_tensors(name, obj):
         for path, m in module.named_modules(prefix=prefix):
             # (a plain tensor attribute: torch's forward-mode idiom sets dual tensors there)
             for slots in (m._parameters, m._buffers, m.__dict__):
-                yield from ((f"{path}.{key}", t) for key, t in slots.items()
+                yield from ((f"{path}.{key}{SLOT}", t) for key, t in slots.items()
                             if isinstance(t, torch.Tensor))
 
 

@@ -116,13 +116,44 @@ def _computed_before(nodes, inputs, known, f) -> dict[Any, Any]:
     if not nodes:
         return {}
     by_node = {}
-    for _, t in tensors_reachable([f], _is_tensor, _module_tensors):
+    for name, t, weight in reachable(f, _module_tensors):
         if t.grad_fn is not None:
-            by_node.setdefault(t.grad_fn, t)
+            by_node.setdefault(t.grad_fn, (name, t, weight))
     missing = [n.name() for n in nodes if n not in by_node]
     if missing:
         raise msg.torch_hidden_computed(f, missing)
-    return {n: by_node[n] for n in nodes}
+    for n in nodes:
+        name, _, weight = by_node[n]
+        if not weight:
+            raise msg.hidden_input(f, through=name)
+    return {n: by_node[n][1] for n in nodes}
+
+
+def reachable(f: Any, module_tensors: Any) -> list[tuple[str, Any, bool]]:
+    """(name, tensor, whether it stands for a model's weight) for the tensors f reaches through
+    the objects it closes over (`_closure.tensors_reachable`, `module_tensors` giving a torch
+    module's, their names marked with `SLOT`): the names that place its parameters or
+    attributes.
+
+    A computed tensor f reads without receiving it stands for a weight, whose gradient grad_fn
+    gives in `variables=` as a variable's, where a torch module holds it (a parameter or buffer,
+    as `torch.func.functional_call` swaps them in, or a tensor attribute, as torch's
+    forward-mode idiom sets dual tensors) or where it is a view of a leaf (FSDP1 makes a
+    module's weights views of one flat parameter). Any other (`t = 2 * p`, computed from a
+    tensor being differentiated) is refused, as on every backend: the autodiff's record names
+    its node, not the tensor grad_fn would be handed, and grad_fn has no gradient for it."""
+    pairs = tensors_reachable([f], _is_tensor, module_tensors)
+    held = {id(t) for name, t in pairs if name.endswith(SLOT)}
+    return [(name.removesuffix(SLOT), t, id(t) in held or _view_of_a_leaf(t))
+            for name, t in pairs]
+
+
+def _view_of_a_leaf(t) -> bool:
+    base = t._base if t._is_view() else None
+    return base is not None and base.grad_fn is None and base.requires_grad
+
+
+SLOT = "[slot]"  # marks the names the walks give the tensors of a torch module's slots
 
 
 def _is_tensor(x) -> bool:
@@ -138,8 +169,9 @@ def _module_tensors(name, obj):
     for module in modules:
         for m in module.modules():
             # (a parameter registered as None, as `Linear(bias=False)` does, is none)
-            yield from ((name, p) for p in m._parameters.values() if p is not None)
-            yield from ((name, v) for v in m.__dict__.values() if isinstance(v, torch.Tensor))
+            yield from ((name + SLOT, p) for p in m._parameters.values() if p is not None)
+            yield from ((name + SLOT, v) for v in m.__dict__.values()
+                        if isinstance(v, torch.Tensor))
 
 
 def hidden_leaves_error(f: Any, grad_fn: Any, hidden: Any) -> msg.CustomGradientError:
