@@ -125,8 +125,9 @@ op_vjp <- function(f, ...) {
 #' @param directions Random directions per input.
 #' @param seed Random seed.
 #' @param raise_on_failure Raise an error when a check fails (default) or just return the report.
-#' @return (Invisibly) an object of class `customgrad_gradient_check`: a list with `passed`
-#'   (logical), `checks` (a data frame: name, where, error, allowed, passed) and `report` (text).
+#' @return An object of class `customgrad_gradient_check`, which prints its report (in R's
+#'   words: `op_check_gradients(f)`, `args[[1]]`): a list with `passed` (logical), `checks` (a
+#'   data frame: name, where, error, allowed, passed) and `report` (text).
 #' @examplesIf customgrad:::python_available()
 #' square <- op_custom_gradient(function(x) tuple(x^2, function(dy) dy * 2 * x))
 #' op_check_gradients(square, c(0.5, 2))
@@ -159,7 +160,9 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
     data.frame(name = character(), where = character(), error = numeric(), allowed = numeric(),
                passed = logical())
   out <- structure(
-    list(passed = isTRUE(report$passed), checks = checks, report = reticulate::py_str(report)),
+    list(passed = isTRUE(report$passed), checks = checks,
+         report = r_terms(sub("^check_gradients\\(", "op_check_gradients(",
+                              reticulate::py_str(report)))),
     class = "customgrad_gradient_check"
   )
   if (raise_on_failure && !out$passed) {
@@ -171,7 +174,7 @@ op_check_gradients <- function(f, ..., atol = NULL, rtol = NULL, eps = NULL, ord
       "gradient_check", report = out
     )
   }
-  invisible(out)
+  out
 }
 
 #' @export

@@ -64,11 +64,26 @@ NULL
 NULL
 
 # `class` is the <what> of customgrad_error_<what> ("type", "grad_fn_arity", ...).
+# The backtrace ends at `call` where it is a frame (the function the user called), unless `...`
+# gives one: cg_abort(), cli and rlang are no frames of the user's.
 cg_abort <- function(message, class = NULL, ..., call = caller_env(),
                      .envir = parent.frame()) {
   classes <- if (is.null(class)) NULL else paste0("customgrad_error_", class)
-  cli::cli_abort(message, class = c(classes, "customgrad_error"), ..., call = call,
-                 .envir = .envir)
+  if (is.environment(call) && !"trace" %in% ...names()) {
+    cli::cli_abort(message, class = c(classes, "customgrad_error"), ..., call = call,
+                   .envir = .envir, trace = rlang::trace_back(bottom = call))
+  } else {
+    cli::cli_abort(message, class = c(classes, "customgrad_error"), ..., call = call,
+                   .envir = .envir)
+  }
+}
+
+# Signals `cnd` again (an error customgrad made deeper, in an R callback Python called, or where
+# Python was first needed) as rlang signals its errors, its backtrace ending at `bottom`, the frame
+# of the function the user called: stop() would print the calls down to reticulate's plumbing.
+resignal <- function(cnd, bottom) {
+  if (!is.null(bottom)) cnd$trace <- rlang::trace_back(bottom = bottom)
+  rlang::cnd_signal(cnd)
 }
 
 # How messages describe a value: rlang's obj_type_friendly() (R/import-standalone-obj-type.R),
@@ -78,7 +93,7 @@ cg_abort <- function(message, class = NULL, ..., call = caller_env(),
 obj_type_tensor <- function(x) {
   if (!inherits(x, tensor_classes)) return(obj_type_friendly(x))
   shape <- unlist(py_mod("bridge")$shape(x))
-  sprintf("a tensor of shape (%s) and dtype %s", paste(shape, collapse = ", "),
+  sprintf("a tensor of shape(%s) and dtype %s", paste(shape, collapse = ", "),
           py_mod("keras")$backend$standardize_dtype(x$dtype))
 }
 
@@ -120,7 +135,7 @@ py_error <- function(e, call, bottom = NULL) {
   inner <- .cg$callback_error
   .cg$callback_error <- NULL
   if (!is.null(inner)) {
-    if (inherits(inner, "customgrad_error")) stop(inner)
+    if (inherits(inner, "customgrad_error")) resignal(inner, bottom)
     # an R error raised by the user's f or grad function: keep its message, give it a class
     inner_msg <- conditionMessage(inner)
     cg_abort(
@@ -131,9 +146,9 @@ py_error <- function(e, call, bottom = NULL) {
   if (inherits(e, "customgrad_error_python_missing")) {
     # raised where Python was first needed, deep inside: name the function the user called
     e$call <- if (is.environment(call)) frame_call(call) else call
-    stop(e)
+    resignal(e, bottom)
   }
-  if (inherits(e, "customgrad_error")) stop(e)
+  if (inherits(e, "customgrad_error")) resignal(e, bottom)
   raw <- python_message(e)
   # the Python core's contract errors keep a specific class in R too; reticulate classes the
   # condition by the Python exception's type
@@ -196,6 +211,8 @@ python_message <- function(e) {
   msg <- sub("\n*Detailed traceback:.*$", "", msg)
   msg <- sub("\\s*-+\\s*For simplicity, JAX has removed.*$", "", msg)
   msg <- sub("\n*Run `reticulate::py_last_error\\(\\)` for details.*$", "", msg)
+  # the note customgrad's Python adds to a traceback it shortened: no traceback is shown here
+  msg <- sub("\\s*\\(customgrad removed its own frames from this traceback;[^)]*\\)", "", msg)
   trimws(msg)
 }
 
@@ -228,6 +245,8 @@ r_terms <- function(msg) {
   msg <- gsub("keras\\.ops\\.([a-z0-9_]+)", "op_\\1()", msg)
   msg <- gsub("keras.ops", "keras3's op_*() functions", msg, fixed = TRUE)
   msg <- gsub_fn(msg, "\\bargs(\\[[^]]*\\])+( \\(output element [0-9]+\\))?", r_path)
+  # shapes as keras3 prints them: `shape(2, 3)`, `shape(2)`, `shape()` (Python's tuples: (2,))
+  msg <- gsub("\\bshape \\(([0-9, ]*?),?\\)", "shape(\\1)", msg, perl = TRUE)
   msg <- gsub("\\btuples\\b", "lists", msg)
   msg <- gsub("\\btuple\\b", "list", msg)
   msg <- gsub("\\bNone\\b", "NULL", msg)

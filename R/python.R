@@ -81,6 +81,13 @@ python_missing_error <- function(parent = NULL, module = "customgrad", call = ca
   } else {
     python_missing_lines(started, Sys.getenv("RETICULATE_PYTHON"), python, module, parent)
   }
+  # reticulate's condition is a Python object whose `trace` (a data frame) rlang cannot print as
+  # a parent's backtrace: the parent is an R condition with its message (the Python exception in
+  # `python`); the backtrace is this error's own, ending at the user's call
+  if (inherits(parent, "python.builtin.object")) {
+    parent <- structure(class = c("customgrad_python_exception", "error", "condition"),
+                        list(message = conditionMessage(parent), call = NULL, python = parent))
+  }
   cg_abort(lines, "python_missing", call = call, parent = parent)
 }
 

@@ -18,6 +18,8 @@ runs it first. It needs only Python >= 3.11's standard library.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import glob
 import hashlib
 import json
@@ -102,9 +104,24 @@ def venv_of(name: str, cell: Cell, python: str) -> tuple[Path, bool]:
     install = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                f"{ROOT}[{cell.extra or cell.backend}]", *cell.pins, *TEST_TOOLS]
     print(f"matrix: building {name}: {' '.join(install[5:])}", flush=True)
-    subprocess.run(install, check=True, env=env)
+    with _building_from_clone():
+        subprocess.run(install, check=True, env=env)
     stamp.write_text(want)
     return py, True
+
+
+@contextlib.contextmanager
+def _building_from_clone():
+    """One wheel build from this clone at a time: setuptools builds in the clone's own build/
+    directory, and two cells building side by side (run_tests.py runs two jobs at a time) made
+    one fail there ("[Errno 2] No such file or directory" while copying build/lib)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".build-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _refresh_customgrad(py: Path):
@@ -116,8 +133,9 @@ def _refresh_customgrad(py: Path):
         [str(py), "-c", "import importlib.metadata as m; print(m.version('customgrad'))"],
         capture_output=True, text=True).stdout.strip()
     if installed != source:
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        "--no-deps", "--force-reinstall", str(ROOT)], check=True)
+        with _building_from_clone():
+            subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                            "--no-deps", "--force-reinstall", str(ROOT)], check=True)
 
 
 def versions(py: Path, backend: str) -> str:

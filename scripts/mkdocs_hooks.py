@@ -71,7 +71,25 @@ def run_walkthroughs(out: str) -> dict:
     return {f"vignettes/{path.name}": printed[path.name] for path in paths}
 
 
+# The pages' links name files of the repository as it is read on GitHub or in a clone
+# (`../vignettes/x.md` from docs/); on the site, the pages `on_files` adds from elsewhere sit next
+# to docs/'s (`vignettes/x.md`), and the R site's sources (its home, its articles) are the R
+# site's pages, as raw HTML that mkdocs does not check against its own
+ELSEWHERE_LINK = re.compile(r"\]\(\.\./((?:vignettes|bench)/[\w.-]+\.md|[A-Z]+\.md)(#[\w-]+)?\)")
+R_PAGE = re.compile(r"\[([^\]]+)\]\(\.\./(pkgdown/index\.md|vignettes/articles/[\w-]+\.Rmd)\)")
+
+
+def _r_page(match) -> str:
+    source = match.group(2)
+    page = "index.html" if source == "pkgdown/index.md" else (
+        "articles/" + Path(source).stem + ".html")
+    return f'<a href="../r/{page}">{match.group(1)}</a>'
+
+
 def on_page_markdown(markdown, page, config, files):
+    if Path(page.file.abs_src_path).parent == ROOT / "docs":  # (a page added from elsewhere
+        # sits where it is in the repository: its links are the site's as they are)
+        markdown = R_PAGE.sub(_r_page, ELSEWHERE_LINK.sub(r"](\1\2)", markdown))
     blocks = _outputs.get(page.file.src_uri)
     if blocks is None:
         return markdown

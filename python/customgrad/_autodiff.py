@@ -17,6 +17,7 @@ from . import _tree
 from . import _messages as msg
 from ._returns import to_tensor
 from ._autograph import not_converted
+from ._tracebacks import boundary
 from ._core import backend_module
 
 P = ParamSpec("P")
@@ -55,6 +56,7 @@ def vjp(f: Callable[..., Any], *primals: Any,
         has_aux: Literal[True]) -> tuple[Any, VJPFunction, Any]: ...
 @overload
 def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool) -> tuple[Any, ...]: ...
+@boundary
 def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Returns `(outputs, vjp_fn)` (and `aux` if `has_aux`), like `jax.vjp`, on any backend.
 
@@ -118,8 +120,8 @@ def _vjp(f: Callable[..., Any], primals: tuple, has_aux: bool, reusable: bool) -
         return tuple(_tree.unflatten(primals, full))
 
     if has_aux:
-        return outputs, vjp_fn, structure.get("aux")
-    return outputs, vjp_fn
+        return outputs, boundary(vjp_fn), structure.get("aux")
+    return outputs, boundary(vjp_fn)
 
 
 @overload
@@ -180,7 +182,7 @@ def value_and_grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
             return (out, result[2]), grads
         return out, grads
 
-    return not_converted(wrapper)  # by AutoGraph: _autograph.py
+    return not_converted(boundary(wrapper))  # by AutoGraph: _autograph.py
 
 
 def _refuse_integer_inputs(f, args, nums, B):
@@ -226,7 +228,7 @@ def grad(f: Callable[P, Any], argnums: int | Sequence[int] = 0,
         value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
-    return not_converted(wrapper)
+    return not_converted(boundary(wrapper))
 
 
 @overload
@@ -238,6 +240,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
 @overload
 def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         has_aux: bool) -> tuple[Any, ...]: ...
+@boundary
 def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         has_aux: bool = False) -> tuple[Any, ...]:
     """Returns `(outputs, output_tangents)` (and `aux` if `has_aux`), like `jax.jvp`, on any
@@ -319,6 +322,7 @@ def _tangent_like(tangent, primal, B, where):
     return value
 
 
+@boundary
 def hvp(f: Callable[..., Any], primals: Sequence[Any], vectors: Sequence[Any]) -> tuple[Any, ...]:
     """Returns the Hessian-vector product H v of scalar `f` at `primals`, one entry per primal
     (in its structure), forward over reverse: the JVP of `customgrad.grad(f)` along `vectors`.

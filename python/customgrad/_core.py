@@ -22,6 +22,7 @@ from ._autograph import keep_autograph_off_customgrad, not_converted
 from ._call import Arguments
 from ._forward import call_forward_mode
 from ._messages import fn_name
+from ._tracebacks import without_own_frames
 from ._variables import install as install_variable_recorder
 from ._backend_names import AUTODIFF, NAMES
 
@@ -241,6 +242,7 @@ def custom_gradient(f: Callable[..., Any] | _Omitted = OMITTED, *, forward_mode:
         except Exception as error:
             framework = _foreign_framework_in(error)
             if framework is None:
+                without_own_frames(error)  # the traceback ends at the user's call
                 raise
             raise msg.raised_while_running(framework, keras.backend.backend(), f) from error
 

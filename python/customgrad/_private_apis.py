@@ -52,6 +52,11 @@ PRIVATE_APIS = [
     PrivateAPI("jax", "jax._src.interpreters.ad", "JVPTracer",
                "no public name tells an autodiff tracer (refusing closed-over tensors)"),
     PrivateAPI("jax", "jax._src.interpreters.ad", "LinearizeTracer", "the same, for linearize"),
+    PrivateAPI("jax", "jax._src.traceback_util", "register_exclusion",
+               "jax's traceback filtering removes customgrad's frames too (_tracebacks.py)"),
+    PrivateAPI("jax", "jax._src.traceback_util", "include_frame",
+               "which frames jax's traceback filtering keeps, applied where a customgrad "
+               "transform calls jax's directly (_tracebacks.py)"),
     PrivateAPI("jax", "jax._src.core", "trace_ctx",
                "the trace now: the constants of the jaxpr being traced tell the tracers of "
                "enclosing transformations that f used without receiving them "

@@ -127,7 +127,8 @@ def test_readme_r_examples_run_with_keras3_attached(backend, r_package, tmp_path
     assert any(claim in block for block in blocks), f"no README R block has `{claim}`"
     for i, block in enumerate(blocks):
         assert "library(keras3)" in block, f"README R block {i + 1} does not attach keras3"
-        code = block
+        # the block's use_backend() line, on the backend under test
+        code = block.replace('use_backend("jax")', f'use_backend("{backend}")')
         code += '\ncat("\\nREADME-BLOCK-OK\\n")\n'
         proc = _rscript(code, [], backend, tmp_path)
         out = proc.stdout + proc.stderr

@@ -192,3 +192,62 @@ test_that("the backtrace of a grad function's mistake ends at the user's call", 
   # from the error to the end (the backend may log lines of its own before it)
   expect_lte(length(out) - grep("^Error in", out)[[1]] + 1L, 12L)
 })
+
+test_that("every kind of customgrad error ends at the user's call under Rscript", {
+  skip_without_python()
+  # Each script ends with one error, as a user's script run with Rscript would; its backtrace
+  # must be one frame, the user's call: none of customgrad's (cg_abort), cli's, rlang's or
+  # reticulate's plumbing, and no "Calls:" line of R's listing py_call_impl.
+  fake_torch <- withr::local_tempdir()
+  dir.create(file.path(fake_torch, "torch"))
+  writeLines("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')",
+             file.path(fake_torch, "torch", "__init__.py"))
+  cases <- list(
+    "forward function" = list(
+      "f <- op_custom_gradient(function(x) x * 2)", "f(1)", "`f()`", character()),
+    "gradient check" = list(
+      "h <- op_custom_gradient(function(x) tuple(sin(x), function(dy) dy * 3))",
+      "op_check_gradients(h, c(1, 2))", "`op_check_gradients()`", character()),
+    "argument" = list("NULL", "op_check_gradients(function(x) x, 1, order = 3)",
+                      "`op_check_gradients()`", character()),
+    "missing backend" = list(
+      "NULL", "op_grad(function(x) x)", "`op_grad()`",
+      c("KERAS_BACKEND=torch", paste0("PYTHONPATH=", fake_torch)))
+  )
+  for (name in names(cases)) {
+    case <- cases[[name]]
+    env <- if (length(case[[4]])) case[[4]] else paste0("KERAS_BACKEND=", config_backend())
+    out <- suppressWarnings(run_r(c(
+      "suppressPackageStartupMessages(library(customgrad))",
+      "options(cli.unicode = FALSE, cli.num_colors = 1, width = 80)",
+      case[[1]], case[[2]]
+    ), env = env))
+    expect_true(any(grepl(paste0("Error in ", case[[3]]), out, fixed = TRUE)),
+                label = paste(name, ":", paste(out, collapse = "\n")))
+    expect_false(any(grepl("^Calls:", out)), label = paste(name, ": a Calls: line"))
+    at <- grep("^Backtrace:", out)
+    expect_length(at, 1L)
+    trace <- trimws(out[(at[[1]] + 2):length(out)])
+    # rlang names the function's package: `customgrad::op_check_gradients()`, `customgrad
+    # (local) f()` for the function op_custom_gradient() made
+    frame <- sub("^1\\. \\\\-customgrad(::| \\(local\\) )", "1. \\\\-", trace[[1]])
+    expect_identical(c(frame, trace[-1]), c(paste0("1. \\-", case[[2]]), "Execution halted"),
+                     label = paste(name, ":", paste(out, collapse = "\n")))
+  }
+})
+
+test_that("shapes in messages read as keras3 prints them", {
+  expect_identical(
+    customgrad:::r_terms("a gradient of shape (3,) for args[0], which has shape (2, 4); shape ()"),
+    "a gradient of shape(3) for args[[1]], which has shape(2, 4); shape()")
+})
+
+test_that("the note on a shortened Python traceback stays out of R's messages", {
+  raw <- paste("customgrad.GradFnResultError: customgrad.custom_gradient: bad\n(customgrad",
+               "removed its own frames from this traceback; CUSTOMGRAD_TRACEBACK_FILTERING=off",
+               "keeps them)")
+  e <- structure(class = c("python.builtin.Exception", "error", "condition"),
+                 list(message = raw, call = NULL))
+  expect_identical(customgrad:::python_message(e),
+                   "customgrad.GradFnResultError: customgrad.custom_gradient: bad")
+})

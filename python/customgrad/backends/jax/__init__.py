@@ -35,6 +35,13 @@ from .forward_mode import call_forward_mode
 from .link import call
 from .vjp import float64_scope, recomputation_inputs, vjp_flat
 
+# jax removes the frames of the paths it knows from the tracebacks of exceptions that leave its
+# transformations (JAX_TRACEBACK_FILTERING): customgrad's too, as the other backends' entry
+# points remove them themselves (`_tracebacks`)
+from ..._tracebacks import register_with_jax
+
+register_with_jax()
+
 # capabilities (see _contract.py)
 HAS_AUTODIFF = True
 HAS_FAST_PATH = False

@@ -20,6 +20,7 @@ import tensorflow as tf
 from tensorflow.python.eager import record  # no public API records an op with its own backward
 
 from ... import _messages as msg
+from ..._tracebacks import without_own_frames
 from .composites import component, upstream_leaves
 from .hidden_inputs import autodiff_gradients
 from .variables import keras_variables_error
@@ -70,9 +71,13 @@ def custom_gradient_grad(link: Any, bound: Any = None) -> Any:
     def grad(*cotangents, variables=None):
         # TensorFlow passes `variables` when its own watcher saw any, integer ones included;
         # those are not among what f read for grad_fn, and get no gradient
-        if variables is None:
-            return gradients(link, cotangents, bound)
-        grads = gradients(link.wanting(variables), cotangents, bound)
+        try:
+            if variables is None:
+                return gradients(link, cotangents, bound)
+            grads = gradients(link.wanting(variables), cotangents, bound)
+        except Exception as error:
+            without_own_frames(error)  # the traceback ends at the user's tape.gradient
+            raise
         n_inputs = len(grads) - len(variables)
         return grads[:n_inputs], grads[n_inputs:]
 
@@ -89,7 +94,11 @@ def graph_grad(link: Any, bound: Any, inputs: Any, hidden: Any, outputs: Any) ->
 
     def grad(*cotangents, variables=None):
         wanted = [*scope, *(variables or ())]
-        grads = gradients(link.wanting(wanted), cotangents, bound)
+        try:
+            grads = gradients(link.wanting(wanted), cotangents, bound)
+        except Exception as error:
+            without_own_frames(error)  # the traceback ends at the user's tape.gradient
+            raise
         n_inputs = len(grads) - len(wanted)
         input_grads, scope_grads = grads[:n_inputs], grads[n_inputs:n_inputs + len(scope)]
         keyword = [k for k in hidden.keyword if input_grads[k] is None]
@@ -119,7 +128,11 @@ def record_on_tapes(link: Any, outputs: Any, tape_inputs: Any, bound: Any = None
     inputs = list(tape_inputs) + [tf.convert_to_tensor(v) for v in link.variable_values]
 
     def backward_fn(*cotangents):
-        return gradients(link, cotangents, bound)
+        try:
+            return gradients(link, cotangents, bound)
+        except Exception as error:
+            without_own_frames(error)  # the traceback ends at the user's tape.gradient
+            raise
 
     record.record_operation(f"customgrad_{msg.fn_name(link.backward.f)}", recorded, inputs,
                             backward_fn)

@@ -26,6 +26,7 @@ from torch.autograd import forward_ad
 
 from ... import _forward, _messages as msg
 from ..._convention import inspect_grad_fn
+from ..._tracebacks import without_own_frames
 from .hidden_inputs import SLOT, reachable
 
 
@@ -163,11 +164,19 @@ class DualLink(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *cotangents: Any) -> Any:
-        return (None, None) + tuple(ctx.link(list(cotangents)))
+        try:
+            return (None, None) + tuple(ctx.link(list(cotangents)))
+        except Exception as error:
+            without_own_frames(error)  # the traceback ends at the user's backward()
+            raise
 
     @staticmethod
     def jvp(ctx: Any, _link: Any, _outputs: Any, *tangents: Any) -> Any:
-        return derived_jvp(ctx.link, *ctx.meta, tangents)
+        try:
+            return derived_jvp(ctx.link, *ctx.meta, tangents)
+        except Exception as error:
+            without_own_frames(error)
+            raise
 
 
 def meta(t: Any) -> tuple[Any, ...]:

@@ -12,6 +12,7 @@ from torch._C._functorch import TransformType
 from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
 from ... import _messages as msg
+from ..._tracebacks import without_own_frames
 from .forward_mode import lifted_jvp, meta, transforms_kept
 
 if TYPE_CHECKING:
@@ -35,16 +36,20 @@ class LinkFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *cotangents: Any) -> Any:
         link = ctx.link
-        if link is None:
-            raise msg.torch_second_backward()
         # compiled autograd traces this backward when it runs under torch.compile
         eager = not torch.compiler.is_compiling()
-        if eager and not _keep_graph():
-            # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
-            # tensors it holds, often a previous layer's output) goes now, not when the whole
-            # graph does; else one more activation is alive at the backward's peak.
-            ctx.link = None
-        return (None, None) + tuple(link(list(cotangents), eager))
+        try:
+            if link is None:
+                raise msg.torch_second_backward()
+            if eager and not _keep_graph():
+                # As autograd frees a node's saved tensors once it ran: grad_fn's closure (the
+                # tensors it holds, often a previous layer's output) goes now, not when the
+                # whole graph does; else one more activation is alive at the backward's peak.
+                ctx.link = None
+            return (None, None) + tuple(link(list(cotangents), eager))
+        except Exception as error:
+            without_own_frames(error)  # the traceback ends at the user's backward()
+            raise
 
 
 def functorch_link(link: Any, n_outputs: Any, *tensors: Any) -> Any:
@@ -92,15 +97,24 @@ class FunctorchLinkFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *cotangents: Any) -> Any:
-        grads = ctx.link(list(cotangents))
+        try:
+            grads = ctx.link(list(cotangents))
+        except Exception as error:
+            without_own_frames(error)  # the traceback ends at the user's transform
+            raise
         return (None, None) + (None,) * ctx.n_outputs + tuple(grads)
 
     @staticmethod
     def jvp(ctx: Any, _link: Any, _n_outputs: Any, *tangents: Any) -> Any:
         # (torch.func.jvp, jacfwd, hessian) the outputs' own tangents are f's derivative: unused
-        if sum([i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()]) > 1:
-            # torch runs an autograd.Function's jvp without differentiating it: forward over
-            # forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
-            raise msg.torch_forward_over_forward(ctx.link.backward.f)
-        n = ctx.n_outputs
-        return lifted_jvp(ctx.link, ctx.meta[:n], ctx.meta[n:], tangents[n:])
+        try:
+            if sum([i.key() == TransformType.Jvp
+                    for i in retrieve_all_functorch_interpreters()]) > 1:
+                # torch runs an autograd.Function's jvp without differentiating it: forward
+                # over forward (jacfwd(jacfwd(f))) would silently get a zero second derivative
+                raise msg.torch_forward_over_forward(ctx.link.backward.f)
+            n = ctx.n_outputs
+            return lifted_jvp(ctx.link, ctx.meta[:n], ctx.meta[n:], tangents[n:])
+        except Exception as error:
+            without_own_frames(error)
+            raise
