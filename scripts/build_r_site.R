@@ -36,6 +36,19 @@ search_json <- file.path("site", "r", "search.json")
 entries <- jsonlite::read_json(search_json)
 python_pages <- c("/CHANGELOG.html", "/ARCHITECTURE.html")
 entries <- Filter(function(e) !any(unlist(e$path) %in% python_pages), entries)
+# the search lists matches in the index's order (offline/offline.js): a user's pages first (the
+# Install article, the other articles, the home page, the reference, the news), maintainers'
+# (Contributing, Releasing) last
+page_rank <- function(entry) {
+  path <- c(unlist(entry$path), "")[[1]]
+  if (startsWith(path, "/articles/install")) return(0)
+  if (startsWith(path, "/articles/")) return(1)
+  if (path == "/index.html") return(2)
+  if (startsWith(path, "/reference/")) return(3)
+  if (startsWith(path, "/news/")) return(4)
+  5
+}
+entries <- entries[order(vapply(entries, page_rank, numeric(1)), method = "radix")]
 index <- jsonlite::toJSON(entries, auto_unbox = TRUE, null = "null")
 writeLines(index, search_json, useBytes = TRUE)
 # the search index as a script: a page read from disk cannot fetch() search.json

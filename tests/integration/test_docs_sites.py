@@ -389,3 +389,28 @@ def test_the_r_home_example_runs():
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert re.search(r"(?m)^\[1\] 1$", proc.stdout), proc.stdout[-2000:]
+
+
+def _r_search(index: list, query: str) -> list:
+    """The R site's search as offline/offline.js ranks it: the entries whose what, text and code
+    hold every word; those whose heading or page title holds them all first, then index order."""
+    words = query.lower().split()
+    found = []
+    for i, entry in enumerate(index):
+        text = " ".join(str(entry.get(k) or "") for k in ("what", "text", "code")).lower()
+        if all(w in text for w in words):
+            heading = f"{entry.get('what') or ''} {entry.get('title') or ''}".lower()
+            found.append((0 if all(w in heading for w in words) else 0.5, i, entry))
+    return [entry for _, _, entry in sorted(found, key=lambda f: (f[0], f[1]))]
+
+
+def test_r_site_search_puts_the_install_article_first(built):
+    text = (SITE / "r" / "offline" / "search-index.js").read_text()
+    index = json.loads(text[text.index("["):text.rindex("]") + 1])
+    paths = [e["path"] if isinstance(e["path"], str) else (e["path"] or [""])[0]
+             for e in _r_search(index, "install")]
+    assert paths[0] == "/articles/install.html", paths[:10]
+    # maintainers' pages come after every page of a user's
+    maintainers = [i for i, p in enumerate(paths) if p in ("/CONTRIBUTING.html", "/RELEASING.html")]
+    users = [i for i, p in enumerate(paths) if p.startswith(("/articles/", "/reference/"))]
+    assert maintainers and users and min(maintainers) > max(users), paths

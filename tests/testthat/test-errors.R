@@ -198,8 +198,9 @@ test_that("every kind of customgrad error ends at the user's call under Rscript"
   # Each script ends with one error, as a user's script run with Rscript would; its backtrace
   # must be one frame, the user's call: none of customgrad's (cg_abort), cli's, rlang's or
   # reticulate's plumbing, and no "Calls:" line of R's listing py_call_impl.
-  fake_torch <- withr::local_tempdir()
-  dir.create(file.path(fake_torch, "torch"))
+  fake_torch <- tempfile("fake-torch")
+  dir.create(file.path(fake_torch, "torch"), recursive = TRUE)
+  on.exit(unlink(fake_torch, recursive = TRUE), add = TRUE)
   writeLines("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')",
              file.path(fake_torch, "torch", "__init__.py"))
   cases <- list(

@@ -114,7 +114,8 @@
 
   /* search -------------------------------------------------------------------------------- */
   // An entry matches when its keys hold every word of the query; those whose heading ("what")
-  // holds them all come first.
+  // or page title holds them all come first, then in the index's order (a user's pages first:
+  // scripts/build_r_site.R).
   function Fuse(entries, options) {
     this.entries = entries;
     this.keys = options.keys;
@@ -126,7 +127,7 @@
     this.entries.forEach(function (entry) {
       var text = keys.map(function (key) { return String(entry[key] || ""); }).join(" ")
         .toLowerCase();
-      var what = String(entry.what || "").toLowerCase();
+      var what = (String(entry.what || "") + " " + String(entry.title || "")).toLowerCase();
       if (!words.every(function (word) { return text.indexOf(word) >= 0; })) return;
       var inWhat = words.every(function (word) { return what.indexOf(word) >= 0; });
       found.push({ item: entry, score: inWhat ? 0 : 0.5, refIndex: found.length });
