@@ -19,6 +19,28 @@ import sysconfig
 from types import ModuleType
 
 
+def closure_cells(fn) -> list:
+    """(index, name, value) for each assigned cell of fn's closure (a bound method's function's),
+    in the closure's order; an empty cell (a name not assigned yet) is left out.
+
+    >>> def outer():
+    ...     y = 2.0
+    ...     return lambda x: x * y
+    >>> closure_cells(outer())
+    [(0, 'y', 2.0)]
+    """
+    cells = getattr(fn, "__closure__", None)
+    if not cells:
+        return []
+    found = []
+    for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, cells)):
+        try:
+            found.append((i, name, cell.cell_contents))
+        except ValueError:  # an empty cell
+            continue
+    return found
+
+
 def objects_of(*fns) -> list:
     """(name, object) for what the functions close over, the globals they name, and the object
     a bound method belongs to (`self`)."""
@@ -30,11 +52,7 @@ def objects_of(*fns) -> list:
         code = getattr(fn, "__code__", None)
         if code is None:
             continue
-        for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-            try:
-                objects.append((name, cell.cell_contents))
-            except ValueError:  # an empty cell
-                pass
+        objects.extend((name, value) for _, name, value in closure_cells(fn))
         scope = getattr(fn, "__globals__", {})
         objects.extend((name, scope[name]) for name in code.co_names if name in scope)
     return objects

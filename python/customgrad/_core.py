@@ -20,6 +20,7 @@ from keras.src.backend import any_symbolic_tensors
 from . import _messages as msg, _tree
 from ._autograph import keep_autograph_off_customgrad, not_converted
 from ._call import Arguments
+from ._closure import closure_cells
 from ._forward import call_forward_mode
 from ._messages import fn_name
 from ._tracebacks import without_own_frames
@@ -77,11 +78,7 @@ def refuse_hidden_inputs(f, kwargs: dict, check_closure: bool, backend) -> None:
             found = {"keyword": key}  # the first one is named
             break
     if found is None and check_closure:
-        for name, cell in zip(f.__code__.co_freevars, f.__closure__):
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell: a name not assigned yet
-                continue
+        for _, name, value in closure_cells(f):
             if backend.being_differentiated(value, closed_over=True):
                 found = {"closed_over": name}
                 break

@@ -163,6 +163,26 @@ route_list = _reading(lambda t: [t], operator.itemgetter(0))
 route_dict = _reading(lambda t: {"t": t}, operator.itemgetter("t"))
 
 
+def route_argument_attribute(custom):
+    """t is an attribute of an object f receives positionally (not a structure of tensors:
+    grad_fn gives it None)."""
+    def fn(x, p):
+        holder = types.SimpleNamespace(t=_twice(p))
+        if not custom:
+            return _body(x, holder.t)
+
+        @_decorate
+        def f(x, holder):
+            t = holder.t
+
+            def grad(dy, variables=None):
+                gx, gt = _grads(dy, x, t)
+                return (gx, None) if variables is None else ((gx, None), [gt for _ in variables])
+            return _body(x, t), grad
+        return f(x, holder)
+    return fn
+
+
 def _module_holding(t):
     """A module of the user's (no file of a library) holding t, and a function of its own that
     reads it: f calls `module.h()` and never names t."""
@@ -238,8 +258,9 @@ def route_functional_call(custom, reread=False):
 # The reach axis: routes generated (seeded) from the ways Python lets f reach a value, nested
 # 1 to 4 deep and mixed: an attribute, a list or tuple element, a dict value, a dataclass
 # field, a bound method's `self`, a `functools.partial`'s argument, a closure of a closure, a
-# generator's value. f closes over the outermost holder only; the value is found (or not) by
-# what the autodiff recorded, whatever the path.
+# generator's value, a property, an attribute `__getattr__` makes, a class attribute. f closes
+# over the outermost holder only; the value is found (or not) by what the autodiff recorded,
+# whatever the path.
 
 @dataclasses.dataclass
 class _Field:
@@ -252,6 +273,30 @@ class _Getter:
 
     def get(self):
         return self._value
+
+
+class _Property:
+    def __init__(self, value):
+        self._value = value
+
+    @property
+    def value(self):
+        return self._value
+
+
+class _Dynamic:
+    """An object whose attribute is made by `__getattr__` (as proxies and lazy configs do)."""
+
+    def __init__(self, value):
+        self.__dict__["_values"] = {"value": value}
+
+    def __getattr__(self, name):
+        return self._values[name]
+
+
+def _class_holding(value):
+    """A class made for the value, holding it as a class attribute."""
+    return type("Holder", (), {"value": value})
 
 
 def _closure_of_closure(value):
@@ -282,6 +327,9 @@ _WRAPPERS = {
     "partial": (lambda v: functools.partial(_itself, v), _called),
     "closure of closure": (_closure_of_closure, _called),
     "generator": (lambda v: _generator(v), next),
+    "property": (_Property, operator.attrgetter("value")),
+    "__getattr__": (_Dynamic, operator.attrgetter("value")),
+    "class attribute": (_class_holding, operator.attrgetter("value")),
 }
 
 
@@ -333,6 +381,7 @@ ROUTES = {
     "attribute": route_attribute,
     "list element": route_list,
     "dict element": route_dict,
+    "attribute of an argument": route_argument_attribute,
     "module function": route_module_function,
     "stateless_call": route_stateless_call,
     "functional_call": route_functional_call,

@@ -504,3 +504,41 @@ def test_torch_compile_a_tensor_requiring_grad_any_route_deep_is_refused(fullgra
     compiled = torch.compile(lambda x: f(x).sum(), backend="aot_eager", fullgraph=fullgraph)
     with pytest.raises(CustomGradientError, match="computed before it ran"):
         compiled(x).backward()
+
+
+@pytest.mark.backends("torch")
+@pytest.mark.parametrize("mode", ["backward", "torch.func.jvp"])
+def test_torch_a_buffer_functional_call_swaps_in_reaches_grad_fn_in_both_modes(mode):
+    """A module's buffer is one of its slots, as its parameters are: a tensor functional_call
+    swaps into it is a weight of the call, whose gradient grad_fn gives through `variables=`, in
+    reverse mode and forward mode alike (the two walks once disagreed: reverse refused it)."""
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.zeros(2))
+
+        def forward(self, x):
+            @customgrad.custom_gradient
+            def f(x):
+                b = self.b
+
+                def grad(dy, variables):
+                    return dy * b * 3.0, [dy * x * 3.0 for _ in variables]
+                return x * b, grad
+            return f(x)
+
+    module = Scaled()
+    x, p = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])
+
+    def fn(p):
+        return torch.func.functional_call(module, {"b": 2.0 * p}, (x,))
+
+    if mode == "backward":
+        p.requires_grad_(True)
+        fn(p).sum().backward()
+        got = p.grad
+    else:
+        got = torch.func.jvp(fn, (p,), (torch.ones(2),))[1]
+    np.testing.assert_allclose(npy(got), [6.0, 12.0])  # 3 x (grad_fn's) times d(2p)/dp

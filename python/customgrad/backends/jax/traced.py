@@ -17,7 +17,7 @@ import jax.extend.core as _jax_core_ext
 from jax._src import core as _jax_core  # the current trace: no public API names it
 
 from ... import _messages as msg, _tree
-from ..._closure import tensors_reachable
+from ..._closure import closure_cells, tensors_reachable
 from .tensors import being_differentiated, is_float, spec, zeros
 from .scope import collects_losses, scope_mapping, variables_bound
 
@@ -26,12 +26,9 @@ def _closes_over_tracer(f) -> bool:
     """Whether f closes over a traced value (directly): then a transformation traces this call
     even with concrete arguments, and custom_vjp must see it (as an input, `Hidden`: under grad
     of jit, one being differentiated is refused by name instead of differentiating f's ops)."""
-    for cell in getattr(f, "__closure__", None) or ():
-        try:
-            if isinstance(cell.cell_contents, jax.core.Tracer):
-                return True
-        except ValueError:  # an empty cell
-            continue
+    for _, _, value in closure_cells(f):
+        if isinstance(value, jax.core.Tracer):
+            return True
     return False
 
 
@@ -105,17 +102,10 @@ class Hidden:
         self.keywords = [(k, _keyword_of(kwargs, arguments.leaves[arguments.tensor_index[k]]))
                          for k, value in enumerate(arguments.tensor_values)
                          if k not in positional and _float_tracer(value)]
-        self.cells = []
-        closure = getattr(f, "__closure__", None) or ()
-        for i, (name, cell) in enumerate(zip(f.__code__.co_freevars if closure else (),
-                                             closure)):
-            try:
-                if _float_tracer(cell.cell_contents):
-                    self.cells.append((i, name))
-            except ValueError:  # an empty cell
-                continue
+        cells = [(i, name, value) for i, name, value in closure_cells(f) if _float_tracer(value)]
+        self.cells = [(i, name) for i, name, _ in cells]
         self.values = ([arguments.tensor_values[k] for k, _ in self.keywords]
-                       + [f.__closure__[i].cell_contents for i, _ in self.cells])
+                       + [value for _, _, value in cells])
         self.specs = [spec(v) for v in self.values]
 
     def __bool__(self) -> bool:

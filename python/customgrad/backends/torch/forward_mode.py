@@ -27,7 +27,7 @@ from torch.autograd import forward_ad
 from ... import _forward, _messages as msg
 from ..._convention import inspect_grad_fn
 from ..._tracebacks import without_own_frames
-from .hidden_inputs import SLOT, reachable
+from .hidden_inputs import reachable
 
 
 def has_tangents(tensors: Any) -> bool:
@@ -120,7 +120,7 @@ def hidden_tangents(f: Any, grad_fn: Any, carries: Any, received: Any, known: An
     skip = {id(t) for t in received}
     skip.update(id(t) for t in known)
     found, names = [], []
-    for name, t, weight in reachable(f, _module_tensors):
+    for name, t, weight in reachable(f):
         if id(t) not in skip and carries(t):
             if not weight:
                 raise msg.hidden_input(f, through=name)
@@ -130,25 +130,6 @@ def hidden_tangents(f: Any, grad_fn: Any, carries: Any, received: Any, known: An
     if found and not inspect_grad_fn(grad_fn).accepts_variables:
         raise msg.torch_hidden_tangent(f, grad_fn, names)
     return found
-
-
-def _is_tensor(x) -> bool:
-    return isinstance(x, torch.Tensor)
-
-
-def _module_tensors(name, obj):
-    """(`name.w`, tensor) for the parameters, buffers and tensor attributes of the torch modules
-    in `obj` (it, or its attributes), submodules included: where functional_call puts the
-    tensors it swaps in."""
-    modules = [(name, obj)] if isinstance(obj, torch.nn.Module) else [
-        (f"{name}.{key}", m) for key, m in (getattr(obj, "__dict__", None) or {}).items()
-        if isinstance(m, torch.nn.Module)]
-    for prefix, module in modules:
-        for path, m in module.named_modules(prefix=prefix):
-            # (a plain tensor attribute: torch's forward-mode idiom sets dual tensors there)
-            for slots in (m._parameters, m._buffers, m.__dict__):
-                yield from ((f"{path}.{key}{SLOT}", t) for key, t in slots.items()
-                            if isinstance(t, torch.Tensor))
 
 
 class DualLink(torch.autograd.Function):

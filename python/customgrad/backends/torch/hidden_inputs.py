@@ -16,6 +16,7 @@ import torch
 
 from ... import _messages as msg
 from ..._closure import objects_of, tensors_reachable
+from .modules import slot_tensors
 
 next_node_number = torch._C._autograd._get_sequence_nr  # of this thread's next autograd node
 _AccumulateGrad = torch._C._functions.AccumulateGrad
@@ -90,18 +91,15 @@ def hidden_tensors(outputs: Any, inputs: Any, known: Any, start: Any, f: Any = N
 
 
 def may_read_hidden(f: Any) -> bool:
-    """Whether f reaches (see `_closure.tensors_reachable`) a tensor that requires grad, other
-    than a keras.Variable's value (recorded when read). For
+    """Whether f reaches (see `_closure.tensors_reachable`, `modules.slot_tensors`) a tensor that
+    requires grad, other than a keras.Variable's value (recorded when read). For
     torch.compile, whose tracing has no autograd nodes to walk: such a call runs eagerly, where
     the walk tells which of them f read."""
     keras_values = set()
     for _, obj in objects_of(f):
         if isinstance(obj, keras.Layer):
             keras_values.update(id(v._value) for v in obj.variables)
-    for _, t in tensors_reachable([f], _is_tensor, _module_tensors):
-        if t.requires_grad and id(t) not in keras_values:
-            return True
-    return False
+    return any(t.requires_grad and id(t) not in keras_values for _, t, _ in reachable(f))
 
 
 def _computed_before(nodes, inputs, known, f) -> dict[Any, Any]:
@@ -116,7 +114,7 @@ def _computed_before(nodes, inputs, known, f) -> dict[Any, Any]:
     if not nodes:
         return {}
     by_node = {}
-    for name, t, weight in reachable(f, _module_tensors):
+    for name, t, weight in reachable(f):
         if t.grad_fn is not None:
             by_node.setdefault(t.grad_fn, (name, t, weight))
     missing = [n.name() for n in nodes if n not in by_node]
@@ -129,11 +127,10 @@ def _computed_before(nodes, inputs, known, f) -> dict[Any, Any]:
     return {n: by_node[n][1] for n in nodes}
 
 
-def reachable(f: Any, module_tensors: Any) -> list[tuple[str, Any, bool]]:
+def reachable(f: Any) -> list[tuple[str, Any, bool]]:
     """(name, tensor, whether it stands for a model's weight) for the tensors f reaches through
-    the objects it closes over (`_closure.tensors_reachable`, `module_tensors` giving a torch
-    module's, their names marked with `SLOT`): the names that place its parameters or
-    attributes.
+    the objects it closes over (`_closure.tensors_reachable`) and in the slots of the torch
+    modules it reaches (`modules.slot_tensors`): the names that place them.
 
     A computed tensor f reads without receiving it stands for a weight, whose gradient grad_fn
     gives in `variables=` as a variable's, where a torch module holds it (a parameter or buffer,
@@ -142,10 +139,10 @@ def reachable(f: Any, module_tensors: Any) -> list[tuple[str, Any, bool]]:
     module's weights views of one flat parameter). Any other (`t = 2 * p`, computed from a
     tensor being differentiated) is refused, as on every backend: the autodiff's record names
     its node, not the tensor grad_fn would be handed, and grad_fn has no gradient for it."""
-    pairs = tensors_reachable([f], _is_tensor, module_tensors)
-    held = {id(t) for name, t in pairs if name.endswith(SLOT)}
-    return [(name.removesuffix(SLOT), t, id(t) in held or _view_of_a_leaf(t))
-            for name, t in pairs]
+    held = [(name, t, True) for _, name, _, _, t in slot_tensors(f)]
+    held_ids = {id(t) for _, t, _ in held}
+    return held + [(name, t, _view_of_a_leaf(t)) for name, t in tensors_reachable([f], _is_tensor)
+                   if id(t) not in held_ids]
 
 
 def _view_of_a_leaf(t) -> bool:
@@ -153,25 +150,8 @@ def _view_of_a_leaf(t) -> bool:
     return base is not None and base.grad_fn is None and base.requires_grad
 
 
-SLOT = "[slot]"  # marks the names the walks give the tensors of a torch module's slots
-
-
 def _is_tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
-
-
-def _module_tensors(name, obj):
-    """(name, tensor) for the parameters and tensor attributes of the torch modules in `obj`
-    (it, or its attributes), submodules included."""
-    modules = [obj] if isinstance(obj, torch.nn.Module) else [
-        m for m in (getattr(obj, "__dict__", None) or {}).values()
-        if isinstance(m, torch.nn.Module)]
-    for module in modules:
-        for m in module.modules():
-            # (a parameter registered as None, as `Linear(bias=False)` does, is none)
-            yield from ((name + SLOT, p) for p in m._parameters.values() if p is not None)
-            yield from ((name + SLOT, v) for v in m.__dict__.values()
-                        if isinstance(v, torch.Tensor))
 
 
 def hidden_leaves_error(f: Any, grad_fn: Any, hidden: Any) -> msg.CustomGradientError:
@@ -185,17 +165,9 @@ def hidden_leaves_error(f: Any, grad_fn: Any, hidden: Any) -> msg.CustomGradient
 
 def _parameter_names(*fns) -> dict[Any, Any]:
     """id(parameter) -> its name, as `module.weight`, for the torch modules that the functions
-    close over or name as globals (directly, or as an attribute of an object such as a Keras
-    layer: `self.dense.weight`); for messages."""
+    reach (`modules.modules_reached`: `self.dense.weight` of a Keras layer's); for messages."""
     names = {}
-    for label, obj in objects_of(*fns):
-        if isinstance(obj, torch.nn.Module):
-            modules = [(label, obj)]
-        else:
-            attributes = getattr(obj, "__dict__", None) or {}
-            modules = [(f"{label}.{key}", m) for key, m in attributes.items()
-                       if isinstance(m, torch.nn.Module)]
-        for prefix, module in modules:
-            for name, p in module.named_parameters():
-                names.setdefault(id(p), f"{prefix}.{name}")
+    for kind, name, _, _, t in slot_tensors(*fns):
+        if kind == "parameter":
+            names.setdefault(id(t), name)
     return names

@@ -19,7 +19,7 @@ import torch
 from keras import StatelessScope
 from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
 
-from ..._closure import objects_of
+from .modules import slot_tensors
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,24 +55,9 @@ def _module_slots(hidden, *fns) -> list[Any]:
     tensor swapped in (`swapped_in`; functional_call swaps them there), also one that does not
     require grad (grad_fn reading `self.w` still needs the value f used)."""
     ids = {id(t) for t in hidden}
-    found, seen = [], set()
-    for _, obj in objects_of(*fns):
-        if isinstance(obj, torch.nn.Module):
-            modules = [obj]
-        else:
-            modules = [m for m in (getattr(obj, "__dict__", None) or {}).values()
-                       if isinstance(m, torch.nn.Module)]
-        for module in modules:
-            for m in module.modules():
-                if id(m) in seen:
-                    continue
-                seen.add(id(m))
-                found.extend((m._parameters, name, t) for name, t in m._parameters.items()
-                             if id(t) in ids or (t is not None
-                                                 and not isinstance(t, torch.nn.Parameter)))
-                found.extend((m._buffers, name, t) for name, t in m._buffers.items()
-                             if id(t) in ids)
-    return found
+    return [(slots, key, t) for kind, _, slots, key, t in slot_tensors(*fns)
+            if kind != "attribute" and (id(t) in ids or (
+                kind == "parameter" and not isinstance(t, torch.nn.Parameter)))]
 
 
 class Rebound:
