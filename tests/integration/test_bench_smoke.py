@@ -100,3 +100,36 @@ def test_before_after_compares_two_revisions_in_one_run(backend, mode):
         assert cells[3].endswith("x") and float(cells[3][:-1]) > 0, row  # the paired ratio
         if mode or fn != "three":  # keras.ops.custom_gradient cannot do three on torch
             assert cells[4].endswith("x") and cells[5].endswith("x"), row
+
+
+def test_first_step_quick_run_prints_phases_and_ratios():
+    """bench/first_step.py --quick on jax: a row per depth and phase (jit's trace, lower, compile,
+    first call), each implementation's time a number of seconds, both ratios numbers."""
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed here; first_step.py's smoke run uses it")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "first_step.py"), "--quick", "--backends", "jax"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    header = ("| depth | phase | native | keras | customgrad | customgrad/native "
+              "| customgrad/keras |")
+    assert "### jax" in proc.stdout and header in proc.stdout, proc.stdout[-2000:]
+    rows = {}
+    for line in proc.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0].isdigit():
+            rows[int(cells[0]), cells[1]] = cells[2:]
+    for depth in (1, 4):
+        for phase in ("trace", "lower", "compile", "first call", "total"):
+            times, ratios = rows[depth, phase][:3], rows[depth, phase][3:]
+            for t in times:  # "0.0421 s (0.0421-0.0421)", not "fails: ..."
+                assert float(t.split(" s ")[0]) > 0, (depth, phase, t)
+            for r in ratios:
+                assert r.endswith("x") and float(r[:-1]) > 0, (depth, phase, r)
+        # the phases add up to the total (each implementation)
+        for i in range(3):
+            parts = sum(float(rows[depth, p][i].split(" s ")[0])
+                        for p in ("trace", "lower", "compile", "first call"))
+            total = float(rows[depth, "total"][i].split(" s ")[0])
+            assert abs(parts - total) <= 0.02 * total + 1e-3, (depth, i, parts, total)
+    assert "WARNING" not in proc.stdout  # the implementations' gradients agree
