@@ -7,7 +7,7 @@ ROOT=$(pwd)
 
 # --- Python: .venv with the pinned stack and customgrad itself (editable) ---
 stamp=.venv/.customgrad-setup
-want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt tests/clients/clients-requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -17,6 +17,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     | grep -v "is ignored: it is neither a file nor a directory" || true
   # tf-keras needs `tensorflow`, which tensorflow-cpu provides under another distribution name
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps $(grep -o '^tf-keras==[^ ]*' requirements.txt) 2>&1 \
+    | grep -v "is ignored: it is neither a file nor a directory" || true
+  # the clients of tests/python/test_clients.py, whose metadata declares `tensorflow` or numpy<2:
+  # --no-deps (the file lists what they need; its `make clients` lines are pytest plugins)
+  # (a failed download is said, not fatal: test_clients.py then skips, printing why)
+  { .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r <(grep -v '# make clients' tests/clients/clients-requirements.txt) 2>&1 \
+      || echo "setup: the clients of tests/clients/clients-requirements.txt did not install; tests/python/test_clients.py will skip"; } \
     | grep -v "is ignored: it is neither a file nor a directory" || true
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
