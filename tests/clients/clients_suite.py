@@ -31,14 +31,12 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import glob
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 import urllib.request
 import zipfile
 
@@ -46,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from tfp_plugin import SourceFallback, _put_customgrad_in_place  # noqa: E402
 from tfp_plugin import pytest_collection_modifyitems  # noqa: E402,F401  (--sample: a hook here too)
-from tfp_suite import MODES, Run, read_junit  # noqa: E402
+from tfp_suite import MODES, Run, read_junit, run_pytest  # noqa: E402
 
 TFMOT_TARBALL = "https://github.com/tensorflow/model-optimization/archive/refs/tags/v{}.tar.gz"
 # name: (distribution, version, how its source comes, the importable package, test modules under
@@ -79,26 +77,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
         raise RuntimeError(f"{package} was imported before the plugin could patch")
     if MODE == "customgrad":
         _put_customgrad_in_place()
-    sys.meta_path.append(ClientFallback(os.environ["CUSTOMGRAD_CLIENTS_SOURCE"], package))
-
-
-class ClientFallback(SourceFallback):
-    """tfp_plugin's SourceFallback for the client's package instead of tensorflow_probability:
-    finds the modules the installed client lacks (its test libraries) in the source."""
-
-    def __init__(self, root: str, package: str):
-        super().__init__(root)
-        self.package = package
-
-    def find_spec(self, name, path=None, target=None):
-        """A spec for `root/package/.../name.py`, or None."""
-        if not name.startswith(self.package + "."):
-            return None
-        file = os.path.join(self.root, *name.split(".")) + ".py"
-        if not os.path.isfile(file):
-            return None
-        self.loaded.append(name)
-        return importlib.util.spec_from_file_location(name, file)
+    sys.meta_path.append(SourceFallback(os.environ["CUSTOMGRAD_CLIENTS_SOURCE"], package))
 
 
 def pytest_configure(config):
@@ -182,17 +161,7 @@ def run_client(run: Run, source: str, folder: str, targets: list[str], options) 
                "-p", "no:cacheprovider", "-q", "-rN", "--tb=short", f"--junitxml={junit}",
                "-c", os.path.join(folder, "pytest.ini"), "--rootdir", folder]
     command += ["-k", options.k] if options.k else []
-    start = time.monotonic()
-    with open(run.log, "w") as log:
-        log.write(" ".join(command) + "\n")
-        log.flush()
-        try:
-            run.returncode = subprocess.run(command, cwd=folder, env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, timeout=options.timeout,
-                                            check=False).returncode
-        except subprocess.TimeoutExpired:
-            run.problem = f"timed out after {options.timeout} s"
-    run.seconds = time.monotonic() - start
+    run_pytest(command, run, folder, env, options.timeout)
     if os.path.exists(junit):
         read_junit(junit, run)
     if not run.problem and run.returncode not in (0, 1):

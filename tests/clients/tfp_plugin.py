@@ -33,13 +33,13 @@ class SourceFallback(importlib.abc.MetaPathFinder):
     libraries) in the source checkout. It is the last finder on `sys.meta_path`, so it is asked
     only after the wheel had no such module."""
 
-    def __init__(self, root: str):
-        self.root = root
+    def __init__(self, root: str, package: str = "tensorflow_probability"):
+        self.root, self.package = root, package
         self.loaded: list[str] = []  # the modules taken from the source, for the report header
 
     def find_spec(self, name, path=None, target=None):
-        """A spec for `root/tensorflow_probability/.../name.py`, or None."""
-        if not name.startswith("tensorflow_probability."):
+        """A spec for `root/<package>/.../name.py`, or None."""
+        if not name.startswith(self.package + "."):
             return None
         file = os.path.join(self.root, *name.split(".")) + ".py"
         if not os.path.isfile(file):

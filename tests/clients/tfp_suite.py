@@ -108,6 +108,22 @@ def last_error_line(traceback: str | None) -> str:
     return lines[-1] if lines else ""
 
 
+def run_pytest(command: list, run: Run, folder: str, env: dict, timeout: float) -> None:
+    """Runs a pytest `command` in `folder`, its output into `run.log`; sets `run.returncode`
+    (None where it timed out: then `run.problem`) and `run.seconds`."""
+    start = time.monotonic()
+    with open(run.log, "w") as log:
+        log.write(" ".join(command) + "\n")
+        log.flush()
+        try:
+            run.returncode = subprocess.run(command, cwd=folder, env=env, stdout=log,
+                                            stderr=subprocess.STDOUT, timeout=timeout,
+                                            check=False).returncode
+        except subprocess.TimeoutExpired:
+            run.problem = f"timed out after {timeout} s"
+    run.seconds = time.monotonic() - start
+
+
 def read_junit(path: str, run: Run) -> None:
     """Fills `run.outcomes` and `run.errors` from pytest's junit XML. A test with a failure or an
     error (setup, call or teardown) failed; one with `skipped` (skip, xfail) was skipped."""
@@ -145,17 +161,7 @@ def run_module(run: Run, source: str, work: str, options) -> Run:
                "-c", os.path.join(folder, "pytest.ini"), "--rootdir", folder]
     if options.k:
         command += ["-k", options.k]
-    start = time.monotonic()
-    with open(run.log, "w") as log:
-        log.write(" ".join(command) + "\n")
-        log.flush()
-        try:
-            run.returncode = subprocess.run(command, cwd=folder, env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, timeout=options.timeout,
-                                            check=False).returncode
-        except subprocess.TimeoutExpired:
-            run.problem = f"timed out after {options.timeout} s"
-    run.seconds = time.monotonic() - start
+    run_pytest(command, run, folder, env, options.timeout)
     if run.returncode is None:
         return run
     if os.path.exists(junit):

@@ -1,9 +1,9 @@
 """Four clients of `tf.custom_gradient` give the same values under `customgrad.patch_tensorflow()`
-as natively, one test per way each uses it (issue 57): GPflow's MCMC helper (f of *tf.Variables,
-a tf.function grad_fn taking `variables=`, `__original_wrapped__` called directly), YOLO's
-Darknet BCE from tf-models-official (its grad_fn returns the Python number 0.0 for a tensor
-input), a larq quantized layer under `model.fit`, and a tfmot clustered layer (methods decorated
-at class definition).
+as natively, one test per way each uses it that once set customgrad apart: GPflow's MCMC helper
+(f of *tf.Variables, a tf.function grad_fn taking `variables=`, `__original_wrapped__` called
+directly), YOLO's Darknet BCE from tf-models-official (its grad_fn returns the Python number 0.0
+for a tensor input), a larq quantized layer under `model.fit`, and a tfmot clustered layer
+(methods decorated at class definition).
 
 The clients decorate at import, so native and customgrad values come from two processes, each
 importing the clients afresh, the customgrad one inside the patch: this file is also the script
@@ -16,12 +16,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import traceback
 
 import numpy as np
 import pytest
+from two_processes import run_modes
 
 MODES = ("native", "customgrad")
 SUBPROCESS_TIMEOUT_S = 240
@@ -177,21 +177,7 @@ def runs() -> dict:
                     "tests/clients/clients-requirements.txt)")
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_USE_LEGACY_KERAS="1",
                TF_CPP_MIN_LOG_LEVEL="2", TF_DETERMINISTIC_OPS="1")
-    processes = {mode: subprocess.Popen([sys.executable, __file__, mode], env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for mode in MODES}
-    results = {}
-    try:
-        for mode, process in processes.items():
-            out, err = process.communicate(timeout=SUBPROCESS_TIMEOUT_S)
-            assert process.returncode == 0, f"{mode} run failed:\n{err[-4000:]}"
-            line = next(line for line in out.splitlines() if line.startswith("CLIENTS_JSON "))
-            results[mode] = json.loads(line.removeprefix("CLIENTS_JSON "))
-    finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    results = run_modes(__file__, MODES, "CLIENTS_JSON", env, SUBPROCESS_TIMEOUT_S)
     assert results["native"]["installed_module"].startswith("tensorflow")
     assert results["customgrad"]["installed_module"].startswith("customgrad")
     return results

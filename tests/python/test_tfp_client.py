@@ -15,11 +15,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from two_processes import run_modes
 
 MODES = ("native", "customgrad")
 SUBPROCESS_TIMEOUT_S = 240
@@ -141,22 +141,7 @@ DECORATED_AT_IMPORT = ("von_mises_cdf",)
 def runs() -> dict:
     """{mode: main(mode)}, from this file run as a script in two processes at once."""
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    processes = {mode: subprocess.Popen([sys.executable, __file__, mode], env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for mode in MODES}
-    results = {}
-    try:
-        for mode, process in processes.items():
-            out, err = process.communicate(timeout=SUBPROCESS_TIMEOUT_S)
-            assert process.returncode == 0, f"{mode} run failed:\n{err[-4000:]}"
-            line = next(line for line in out.splitlines() if line.startswith("TFP_CLIENT_JSON "))
-            results[mode] = json.loads(line.removeprefix("TFP_CLIENT_JSON "))
-    finally:
-        for process in processes.values():
-            if process.poll() is None:  # the other one, when one failed or timed out
-                process.kill()
-                process.wait()
-    return results
+    return run_modes(__file__, MODES, "TFP_CLIENT_JSON", env, SUBPROCESS_TIMEOUT_S)
 
 
 def test_cases_are_the_ones_listed(runs):
