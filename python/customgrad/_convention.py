@@ -71,6 +71,12 @@ def inspect_grad_fn(grad_fn, introspect: bool = True) -> GradSignature:
             # between our arity error and Python's TypeError for a call that fails either way
             # (eager calls get ours), never how a call that works is made.
             names, n_positional, flags = code.co_varnames, code.co_argcount, code.co_flags
+            if (n_positional <= 1 and not code.co_kwonlyargcount
+                    and not flags & (_CO_VARARGS | _CO_VARKEYWORDS)
+                    and (n_positional == 0 or names[0] not in _BY_KEYWORD)):
+                # `def grad(dy)`: at most one positional parameter is called the same way
+                # whether or not it is required (and dynamo inlines less)
+                return _PLAIN[n_positional]
             positional = names[:n_positional]
             keyword_only = names[n_positional:n_positional + code.co_kwonlyargcount]
             return _grad_signature(positional, 0, bool(flags & _CO_VARARGS), keyword_only, (),

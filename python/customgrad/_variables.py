@@ -74,7 +74,7 @@ class recording:
         `with` block, which would enter two more functions on every custom-gradient call."""
         if not _installed:
             install()
-        rec = cls()
+        rec = cls.__new__(cls)  # as cls(), which dynamo traces through a longer polyfill
         rec.parent = getattr(_local, "recorder", None)
         rec.variables, rec.raw_values, rec._seen, rec.losses_added = (), (), None, 0
         _local.recorder = rec

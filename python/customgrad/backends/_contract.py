@@ -3,7 +3,8 @@
 The core (`_core.py`, `_call.py`, `_returns.py`, `_autodiff.py`, `_check_problem.py`,
 `_forward.py`, `_remat.py`, `ops.py`) talks to a backend only through these names, and a backend
 imports from the core only its leaf modules (`_call`, `_closure`, `_convention`, `_forward`,
-`_messages`, `_spec`, `_tracebacks`, `_tree`, `_variables`), never the entry point `_core`.
+`_messages`, `_returns`, `_spec`, `_tracebacks`, `_tree`, `_variables`), never the entry point
+`_core`.
 Three capability constants say what a backend can do, instead of probing for attributes:
 
 * `HAS_AUTODIFF`: it takes gradients (jax, tensorflow, torch); then it also meets `Autodiff`.

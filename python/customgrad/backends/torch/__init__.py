@@ -15,6 +15,8 @@ nothing else. Behind it, one module per concern:
   grad_fn must take, the tensors its closure holds, unchanged in place since the forward).
 * `functions`: the autograd.Functions whose backward is the link.
 * `fast_path`: `call_positional`, the eager call on positional tensors, in one pass.
+* `compiled`: that kind of call while torch.compile traces, with as little Python as it needs
+  (dynamo inlines every function on the path at every call site).
 * `hidden_inputs`: what a call depends on without receiving it: the parameters f reads (the
   autograd walk that finds them, and their names for messages).
 * `rebinding`: grad_fn sees the values f read (a stateless scope's, the parameters

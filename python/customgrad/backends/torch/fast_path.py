@@ -1,4 +1,5 @@
-"""`call_positional`: the path most eager calls take, in one pass (the contract's fast path).
+"""`call_positional`: the path most eager calls take, in one pass (the contract's fast path);
+while torch.compile traces, `compiled.compiled_positional`.
 
 Eager torch calls cost microseconds, so the general path's bookkeeping (`link.call`) shows; this
 path checks up front that a call is of the plain kind, runs f once, and links its outputs
@@ -18,6 +19,8 @@ from torch.autograd import forward_ad
 from ..._call import Arguments, PositionalLink, recorded_reads
 from ..._variables import recording
 from .hidden_inputs import hidden_tensors, next_node_number
+from .compiled import compiled_positional
+from .tensors import plain_outputs
 from .functions import link_apply
 from .link import link, version_guard
 from .rebinding import swapped_in
@@ -50,9 +53,10 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     # admission, before f runs: autograd on, no transform, no dual level, every argument a
     # floating-point tensor that requires grad, and no tensor being differentiated in f's
     # closure (the general path refuses it)
-    if _is_compiling() or not _grad_enabled() or forward_ad._current_level >= 0 or (
-            _functorch_active()):
+    if not _grad_enabled() or forward_ad._current_level >= 0 or _functorch_active():
         return None
+    if _is_compiling():
+        return compiled_positional(f, args)
     specs = []  # (shape, dtype, device) per input, for the link's checks of grad_fn's result
     for a in args:
         if not (isinstance(a, _Tensor) and a.requires_grad
@@ -74,13 +78,8 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     start = next_node_number()
     # torch has no read watcher (`watching_reads()` is None): this is `run_reading`
     result, rec = recording.call(f, args)
-    outputs = None  # f's outputs where they are of this path's kind (a variable read: none)
-    if not rec.variables and type(result) is tuple and len(result) == 2 and callable(result[1]):
-        output = result[0]
-        if isinstance(output, _Tensor):
-            outputs = [output] if output.dtype.is_floating_point else None
-        else:
-            outputs = _float_outputs(output)
+    # f's outputs where they are of this path's kind (a variable read: none)
+    outputs = None if rec.variables else plain_outputs(result)
     hidden = None if outputs is None else hidden_tensors(outputs, args, (), start, f)
     if hidden is None or hidden:
         arguments = Arguments(f, args, {}, _BACKEND, tensors_only=True)
@@ -95,11 +94,3 @@ def call_positional(f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     # what Function.apply ends in, without its checks for the cases ruled out above
     linked = link_apply(call_link, outputs, *map(_unwrap_if_dead, args))
     return linked[0] if container is None else container(linked)
-
-
-def _float_outputs(output) -> list[Any] | None:
-    """The leaves of f's output where it is a flat tuple or list of floating-point tensors."""
-    if type(output) in (tuple, list) and output and all(
-            [isinstance(o, _Tensor) and o.dtype.is_floating_point for o in output]):
-        return list(output)
-    return None

@@ -23,20 +23,14 @@ def _requires_grad(t) -> bool:
 
 
 def call(arguments: Any) -> Any:
-    if torch.compiler.is_compiling() and _reaches_hidden(arguments.f):
+    if torch.compiler.is_compiling() and reaches_hidden(arguments.f):
         return _eager_call(arguments)  # a graph break: the walk below tells what f read
     values = arguments.tensor_values
     if torch.compiler.is_compiling():
         # f runs on the inputs detached: torch.compile does not differentiate grad_fn (no
-        # double backward), and an output that requires grad then tells that f read a tensor
-        # that requires grad without receiving it, which tracing has no autograd nodes to find:
-        # the call then runs eagerly, where they are found (f's traced ops go unused)
+        # double backward)
         received = [t.detach() if _requires_grad(t) else t for t in values]
-        output, out_leaves, backward = arguments.forward(received)
-        if any([_requires_grad(o) for o in out_leaves]) and not any(
-                [_requires_grad(t) for t in backward.reads.values]):
-            return _eager_call(arguments)
-        return link(arguments, output, out_leaves, backward, None)
+        return compiled_link(arguments, *arguments.forward(received))
     dual = has_tangents(values)
     start = next_node_number()
     received = primals(values)  # (after `start`: the autograd walk sees their views as f's)
@@ -44,12 +38,23 @@ def call(arguments: Any) -> Any:
 
 
 # evaluated by dynamo as it traces (it cannot read closure cells itself), its answer a constant
-_reaches_hidden = torch.compiler.assume_constant_result(may_read_hidden)
+reaches_hidden = torch.compiler.assume_constant_result(may_read_hidden)
 _eager_call = torch.compiler.disable(call, reason=(
     "customgrad: f reaches a tensor that requires grad without receiving it (an attribute, a "
     "list or dict element, a parameter); only the eager walk of the autograd nodes f makes tells "
     "whether f read it, for grad_fn's variables=, so the call runs eagerly. Pass such tensors "
     "to f positionally to compile it whole."))
+
+
+def compiled_link(arguments: Any, output: Any, out_leaves: Any, backward: Any) -> Any:
+    """`link` while torch.compile traces, for what f returned run on its inputs detached. An
+    output that requires grad then tells that f read a tensor that requires grad without
+    receiving it, which tracing has no autograd nodes to find: the call then runs eagerly, where
+    they are found (f's traced ops go unused)."""
+    if any([_requires_grad(o) for o in out_leaves]) and not any(
+            [_requires_grad(t) for t in backward.reads.values]):
+        return _eager_call(arguments)
+    return link(arguments, output, out_leaves, backward, None)
 
 
 def link(arguments: Any, output: Any, out_leaves: Any, backward: Any, start: Any,

@@ -89,3 +89,20 @@ def watching_reads() -> contextlib.AbstractContextManager[Any] | None:
     """No watcher: torch has no variables of its own; the keras.Variables f reads are recorded
     by the core, and the tensors it reads without receiving them are found by `hidden_inputs`."""
     return None
+
+
+def plain_outputs(result: Any) -> list[Any] | None:
+    """The output leaves where f returned (a floating-point tensor or a flat tuple or list of
+    them, grad_fn), the kind of call the fast paths link; None for any other result.
+    (Loops, not comprehensions: each comprehension is one more frame dynamo inlines.)"""
+    if not (type(result) is tuple and len(result) == 2 and callable(result[1])):
+        return None
+    output = result[0]
+    if isinstance(output, torch.Tensor):
+        return [output] if output.dtype.is_floating_point else None
+    if type(output) not in (tuple, list) or not output:
+        return None
+    for o in output:
+        if not (isinstance(o, torch.Tensor) and o.dtype.is_floating_point):
+            return None
+    return list(output)
