@@ -26,7 +26,9 @@ PACKAGE = str(Path(customgrad.__file__).parent)
 
 # {backend: {function: customgrad frames per eager forward + backward}}
 PINNED = {
-    "torch": {"softplus": 14, "three": 21},
+    # torch softplus 15: tensors.plain_outputs reads f's result for both fast paths, eager and
+    # compiled (one call more than the inline check it replaced, to keep one reader)
+    "torch": {"softplus": 15, "three": 21},
     "tensorflow": {"softplus": 70, "three": 105},
     "jax": {"softplus": 78, "three": 114},
 }

@@ -2,6 +2,7 @@
 `backends/torch/compiled.py`), and that the lean path keeps the general path's rules."""
 
 import collections
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ import torch  # noqa: E402
 from keras import ops  # noqa: E402
 
 import customgrad  # noqa: E402
+
+PACKAGE = str(Path(customgrad.__file__).parent)  # (a venv's path may say "customgrad" too)
 
 # customgrad's own frames dynamo inlines per call site of a one-input, one-output f whose grad_fn
 # takes `dy` (forward and backward together): 11 with the lean path, 63 before it
@@ -76,18 +79,19 @@ def _inlined_frames(fn, depth):
 
 
 def test_dynamo_inlines_few_customgrad_frames_per_call_site():
-    """Per call site dynamo inlines at most OWN_FRAMES_PER_CALL of customgrad's frames, and at
-    most that many more frames in all than for a torch.autograd.Function of the same forward
-    and backward: compile time grows with what it inlines (docs/benchmarks.md, "Time to the
-    first step")."""
+    """Per call site dynamo inlines at most OWN_FRAMES_PER_CALL of customgrad's frames, and of
+    the others about as many as for a torch.autograd.Function of the same forward and backward:
+    compile time grows with what it inlines (docs/benchmarks.md, "Time to the first step")."""
     depth = 3
     ours, grad = _inlined_frames(swish, depth)
     native, native_grad = _inlined_frames(_Swish.apply, depth)
-    own = sum(n for (path, _), n in ours.items() if "customgrad" in path) / depth
+    own = sum(n for (path, _), n in ours.items() if path.startswith(PACKAGE)) / depth
     total, native_total = sum(ours.values()) / depth, sum(native.values()) / depth
-    listing = sorted((n, name) for (path, name), n in ours.items() if "customgrad" in path)
+    listing = sorted((n, name) for (path, name), n in ours.items() if path.startswith(PACKAGE))
     assert 0 < own <= OWN_FRAMES_PER_CALL, listing
-    assert total <= native_total + OWN_FRAMES_PER_CALL, (total, native_total)
+    # the others are f's and grad_fn's (as in the Function) and torch's handling of the
+    # Function, which takes a tuple and a list besides the tensors: 1 more on torch 2.13, 3 on 2.11
+    assert total - own <= native_total + 4, (total, own, native_total)
     np.testing.assert_allclose(npy(grad), npy(native_grad), rtol=1e-6)
 
 
