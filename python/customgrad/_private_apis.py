@@ -57,6 +57,14 @@ PRIVATE_APIS = [
     PrivateAPI("jax", "jax._src.traceback_util", "include_frame",
                "which frames jax's traceback filtering keeps, applied where a customgrad "
                "transform calls jax's directly (_tracebacks.py)"),
+    PrivateAPI("jax", "jax._src.interpreters.partial_eval", "trace_to_jaxpr_dynamic",
+               "traces grad_fn into a jaxpr inside the forward rule, in a third of "
+               "jax.make_jaxpr's time (which builds and traces a jit for it): once per "
+               "custom-gradient call site while a transformation traces"),
+    PrivateAPI("jax", "jax._src.linear_util", "wrap_init",
+               "the function trace_to_jaxpr_dynamic traces (with its debug info)"),
+    PrivateAPI("jax", "jax._src.api_util", "debug_info",
+               "the debug info trace_to_jaxpr_dynamic's function needs, from a fixed signature"),
     PrivateAPI("jax", "jax._src.core", "trace_ctx",
                "the trace now: the constants of the jaxpr being traced tell the tracers of "
                "enclosing transformations that f used without receiving them "

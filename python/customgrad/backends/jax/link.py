@@ -1,11 +1,12 @@
 """`call`: one call linked into jax's autodiff with jax.custom_vjp over the flat array leaves.
 
 As in jax.custom_gradient, grad_fn is traced into a jaxpr inside the forward rule so that the
-tensors it closes over become explicit residuals (with jax.make_jaxpr rather than
-jax.closure_convert, whose strong per-function cache would keep every call's jaxpr and
-constants): that is what makes jit, vmap and grad-of-grad work. Variables f assigns in its
-stateless scope (a SeedGenerator's state, a moving mean) leave custom_vjp as extra outputs and are
-assigned in the caller's scope, so model.fit sees the updates.
+tensors it closes over become explicit residuals (with `traced.rule_jaxpr`, jax's tracer
+itself, rather than jax.closure_convert, whose strong per-function cache would keep every call's
+jaxpr and constants, or jax.make_jaxpr, which traces a jit of the rule): that is what makes jit,
+vmap and grad-of-grad work. Variables f assigns in its stateless scope (a SeedGenerator's state,
+a moving mean) leave custom_vjp as extra outputs and are assigned in the caller's scope, so
+model.fit sees the updates.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from ... import _messages as msg
 from .tensors import zeros
-from .traced import HiddenTracers, Hoisted, Traced, concrete, direct_output
+from .traced import HiddenTracers, Hoisted, Traced, concrete, direct_output, rule_jaxpr
 
 
 @jax.tree_util.register_pytree_node_class
@@ -73,8 +74,8 @@ def _traced_call(traced: Traced) -> Any:
         # traced on the outputs' abstract values, which keep what a shape and dtype lose:
         # inside jax.shard_map, which mesh axes a value varies over (else grad_fn's upstream
         # would be invariant, and combining it with a varying forward tensor is an error)
-        jaxpr = jax.make_jaxpr(rule)(*[jax.typeof(outputs[j]) for j in rule.float_outputs])
-        return outputs, _Residuals(jaxpr.jaxpr, jaxpr.consts, rule.float_outputs)
+        jaxpr, consts = rule_jaxpr(rule, [jax.typeof(outputs[j]) for j in rule.float_outputs])
+        return outputs, _Residuals(jaxpr, consts, rule.float_outputs)
 
     def bwd(res, cotangents):
         grads = iter(res(*[cotangents[j] for j in res.float_outputs]))

@@ -8,13 +8,16 @@ assignment is an error.
 from __future__ import annotations
 
 import copy
+import inspect
 import types
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import jax.extend.core as _jax_core_ext
+from jax._src import api_util as _api_util, linear_util as _lu
 from jax._src import core as _jax_core  # the current trace: no public API names it
+from jax._src.interpreters import partial_eval as _pe
 
 from ... import _messages as msg, _tree
 from ..._closure import closure_cells, tensors_reachable
@@ -65,6 +68,31 @@ def traced_constants() -> list[Any]:
     if not constants:
         return []
     return [v for v in list(constants.values()) if isinstance(v, jax.core.Tracer)]
+
+
+# grad_fn's rule takes the cotangents positionally: its debug info is made from this signature
+# rather than read off each call's rule
+_RULE_SIGNATURE = inspect.Signature(
+    [inspect.Parameter("cotangents", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def rule_jaxpr(rule: Any, avals: list[Any]) -> tuple[Any, list[Any]]:
+    """(jaxpr, consts): `rule` (cotangents -> a list of arrays) traced on `avals`, the values it
+    closes over (the forward's tensors grad_fn holds) as the constants, as
+    `jax.make_jaxpr(rule)(*avals)` gives them. Made with jax's tracer directly: make_jaxpr
+    builds and traces a jit of the rule, three times the work, once per call site of every
+    traced custom-gradient call (`_private_apis.py`).
+
+    >>> jaxpr, consts = rule_jaxpr(lambda dy: [2.0 * dy], [jax.core.ShapedArray((3,), "float32")])
+    >>> (len(jaxpr.eqns), consts)
+    (1, [])
+    """
+    debug = _api_util.debug_info("customgrad grad_fn", rule, avals, {},
+                                 sourceinfo=getattr(rule, "__qualname__", "grad_fn"),
+                                 signature=_RULE_SIGNATURE)
+    jaxpr, _, consts = _pe.trace_to_jaxpr_dynamic(_lu.wrap_init(rule, debug_info=debug),
+                                                  list(avals))
+    return jaxpr, consts
 
 
 class HiddenTracers(Exception):
@@ -166,10 +194,9 @@ class Hoisted:
 
         def forward(*primals):
             outputs, rule = traced.forward(primals)
-            jaxpr = jax.make_jaxpr(rule)(*[jax.typeof(outputs[j]) for j in rule.float_outputs])
-            layout.update(n_out=len(outputs), rule=jaxpr.jaxpr,
-                          float_outputs=rule.float_outputs)
-            return [*outputs, *jaxpr.consts]
+            jaxpr, consts = rule_jaxpr(rule, [jax.typeof(outputs[j]) for j in rule.float_outputs])
+            layout.update(n_out=len(outputs), rule=jaxpr, float_outputs=rule.float_outputs)
+            return [*outputs, *consts]
 
         traced.hoisting = True
         closed = jax.make_jaxpr(forward)(*traced.primals)
